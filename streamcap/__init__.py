@@ -1,0 +1,1 @@
+"""streamcap: real-time streaming Whisper captioner."""

@@ -1,0 +1,233 @@
+"""Read any audio or video file as the pipeline's mono float32 16 kHz audio.
+
+libsndfile (``soundfile``) is tried first: it is fast and exact for WAV/FLAC/OGG/MP3. Everything
+else (M4A, MP4/MKV video, Opus in WebM, ...) goes through FFmpeg via PyAV. Resampling is soxr HQ.
+Every failure a user can cause (missing, empty, corrupt, video-only, zero-length) becomes an
+``AudioError`` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import av
+import numpy as np
+import soundfile as sf
+
+from .errors import AudioError
+from .resample import TARGET_RATE, StreamResampler, resample
+
+#: Samples per libsndfile read while streaming (about 1-4 s of audio: few calls, little memory).
+_SF_BLOCK = 65536
+
+# (mono float32 block, its sample rate)
+_Block = tuple[np.ndarray, float]
+
+
+def _one_line(err: BaseException) -> str:
+    # FFmpeg errors carry "[Errno N] text: 'path'"; the text alone is what a user needs.
+    msg = getattr(err, "strerror", None) if isinstance(err, av.error.FFmpegError) else None
+    text = " ".join(str(msg or err).split())
+    return text or type(err).__name__
+
+
+def _check_path(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise AudioError(f"audio file not found: {p}")
+    if p.is_dir():
+        raise AudioError(f"not an audio file (it is a directory): {p}")
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise AudioError(f"cannot read {p}: {_one_line(e)}") from e
+    if size == 0:
+        raise AudioError(f"empty file (0 bytes): {p}")
+    if not os.access(p, os.R_OK):
+        raise AudioError(f"cannot read {p}: permission denied")
+    return p
+
+
+def _open_soundfile(p: Path) -> sf.SoundFile | None:
+    """Open with libsndfile, or None when it does not know the format (then FFmpeg tries)."""
+    try:
+        return sf.SoundFile(str(p))
+    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError):
+        return None
+
+
+def _open_av(p: Path) -> tuple[av.container.InputContainer, av.audio.stream.AudioStream]:
+    try:
+        container = av.open(str(p), mode="r")
+    except (av.error.FFmpegError, OSError, ValueError) as e:
+        raise AudioError(
+            f"cannot decode {p}: not a readable audio or video file ({_one_line(e)})"
+        ) from e
+    if not container.streams.audio:
+        kinds = sorted({s.type for s in container.streams}) or ["no streams"]
+        container.close()
+        raise AudioError(f"no audio track in {p} (it has: {', '.join(kinds)})")
+    return container, container.streams.audio[0]
+
+
+def _sf_blocks(f: sf.SoundFile, p: Path) -> Iterator[_Block]:
+    rate = float(f.samplerate)
+    try:
+        for block in f.blocks(blocksize=_SF_BLOCK, dtype="float32", always_2d=True):
+            yield (block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]), rate
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise AudioError(f"cannot decode {p}: {_one_line(e)}") from e
+    finally:
+        f.close()
+
+
+def _av_blocks(
+    container: av.container.InputContainer, stream: av.audio.stream.AudioStream, p: Path
+) -> Iterator[_Block]:
+    """Decode the first audio stream; skip corrupt packets like ``ffmpeg`` does."""
+    converter: av.AudioResampler | None = None
+    bad_packets = 0
+    decoded = 0
+    first_error = ""
+    try:
+        for packet in container.demux(stream):
+            try:
+                frames = packet.decode()
+            except av.error.FFmpegError as e:
+                bad_packets += 1
+                first_error = first_error or _one_line(e)
+                continue
+            for frame in frames:
+                if converter is None:
+                    # Planar float at the frame's own rate and layout: downmix and rate are ours.
+                    converter = av.AudioResampler(format="fltp")
+                try:
+                    out = converter.resample(frame)
+                except ValueError:  # layout or rate changed mid-stream: start a new converter
+                    converter = av.AudioResampler(format="fltp")
+                    out = converter.resample(frame)
+                for f in out:
+                    data = f.to_ndarray()
+                    if data.shape[-1]:
+                        decoded += data.shape[-1]
+                        yield data.mean(axis=0, dtype=np.float32), float(f.sample_rate)
+    except av.error.FFmpegError as e:
+        raise AudioError(f"cannot decode {p}: {_one_line(e)}") from e
+    finally:
+        container.close()
+    if decoded == 0 and bad_packets:
+        raise AudioError(
+            f"cannot decode {p}: corrupt audio ({bad_packets} bad packets, e.g. {first_error})"
+        )
+
+
+def _open_blocks(path: str | os.PathLike[str]) -> tuple[Path, Iterator[_Block]]:
+    """Validate and open ``path`` now (so errors are raised eagerly); decode lazily."""
+    p = _check_path(path)
+    f = _open_soundfile(p)
+    if f is not None:
+        return p, _sf_blocks(f, p)
+    container, stream = _open_av(p)
+    return p, _av_blocks(container, stream, p)
+
+
+def _resample_blocks(blocks: Iterator[_Block], out_rate: float) -> Iterator[np.ndarray]:
+    rs: StreamResampler | None = None
+    for block, rate in blocks:
+        if rs is None or rs.in_rate != rate:
+            if rs is not None:
+                yield rs.flush()
+            rs = StreamResampler(rate, out_rate)
+        yield rs.process(block)
+    if rs is not None:
+        yield rs.flush()
+
+
+def _no_samples(p: Path) -> AudioError:
+    return AudioError(f"no audio samples in {p} (zero-length audio)")
+
+
+def load_audio(path: str | os.PathLike[str], sample_rate: int = TARGET_RATE) -> np.ndarray:
+    """Read a whole audio or video file as mono float32 at ``sample_rate`` in [-1, 1].
+
+    For long recordings prefer ``iter_audio_chunks`` (this holds the whole file in memory).
+    """
+    p = _check_path(path)
+    f = _open_soundfile(p)
+    if f is not None:
+        with f:
+            try:
+                data = f.read(dtype="float32", always_2d=True)
+            except (sf.LibsndfileError, RuntimeError) as e:
+                raise AudioError(f"cannot decode {p}: {_one_line(e)}") from e
+            rate = f.samplerate
+        if data.shape[0] == 0:
+            raise _no_samples(p)
+        audio = resample(data, rate, sample_rate)
+    else:
+        container, stream = _open_av(p)
+        pieces = list(_resample_blocks(_av_blocks(container, stream, p), sample_rate))
+        audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+    if audio.size == 0:
+        raise _no_samples(p)
+    return np.clip(audio, -1.0, 1.0, out=audio)
+
+
+def iter_audio_chunks(
+    path: str | os.PathLike[str], chunk_s: float = 0.1, sample_rate: int = TARGET_RATE
+) -> Iterator[np.ndarray]:
+    """Stream a file as consecutive mono float32 chunks of ``chunk_s`` seconds (last one shorter).
+
+    Decoding and resampling are incremental, so memory stays flat for a 2-hour file. The file is
+    opened now: a missing or undecodable file raises ``AudioError`` here, not at the first chunk.
+    """
+    if chunk_s <= 0:
+        raise ValueError(f"chunk_s must be positive, got {chunk_s}")
+    size = max(1, round(chunk_s * sample_rate))
+    p, blocks = _open_blocks(path)
+    return _rechunk(_resample_blocks(blocks, sample_rate), size, lambda: _no_samples(p))
+
+
+def _rechunk(
+    pieces: Iterator[np.ndarray], size: int, on_empty: Callable[[], AudioError]
+) -> Iterator[np.ndarray]:
+    buf = np.zeros(0, dtype=np.float32)
+    total = 0
+    for piece in pieces:
+        if piece.size == 0:
+            continue
+        buf = np.concatenate([buf, piece]) if buf.size else piece
+        start = 0
+        while buf.size - start >= size:
+            chunk = np.clip(buf[start : start + size], -1.0, 1.0)
+            total += size
+            start += size
+            yield chunk
+        buf = buf[start:]
+    if buf.size:
+        total += buf.size
+        yield np.clip(buf, -1.0, 1.0)
+    if total == 0:
+        raise on_empty()
+
+
+def audio_duration(path: str | os.PathLike[str]) -> float | None:
+    """Duration in seconds from the file's header (for progress bars); None if it does not say."""
+    p = _check_path(path)
+    f = _open_soundfile(p)
+    if f is not None:
+        with f:
+            if f.frames > 0 and f.samplerate > 0:
+                return f.frames / f.samplerate
+        return None
+    container, stream = _open_av(p)
+    try:
+        if stream.duration is not None and stream.time_base is not None:
+            return float(stream.duration * stream.time_base)
+        if container.duration is not None:
+            return container.duration / av.time_base
+        return None
+    finally:
+        container.close()

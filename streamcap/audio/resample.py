@@ -1,0 +1,68 @@
+"""Chunked resampling to the pipeline's 16 kHz for live input (mic, WebSocket) at any rate."""
+
+from __future__ import annotations
+
+import numpy as np
+import soxr
+
+#: The sample rate of all audio inside the pipeline.
+TARGET_RATE = 16000
+
+
+def to_mono_float32(chunk: np.ndarray) -> np.ndarray:
+    """Return ``chunk`` as 1-D float32; a 2-D ``(frames, channels)`` block is averaged."""
+    x = np.asarray(chunk)
+    if x.ndim == 2:
+        x = x.mean(axis=1) if x.shape[1] > 1 else x[:, 0]
+    elif x.ndim != 1:
+        raise ValueError(f"expected audio of shape (n,) or (n, channels), got {x.shape}")
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def resample(audio: np.ndarray, in_rate: float, out_rate: float = TARGET_RATE) -> np.ndarray:
+    """One-shot high-quality resampling of mono audio (no-op copy when the rates are equal)."""
+    x = to_mono_float32(audio)
+    if in_rate == out_rate or x.size == 0:
+        return x.copy()
+    return soxr.resample(x, in_rate, out_rate, quality="HQ").astype(np.float32, copy=False)
+
+
+class StreamResampler:
+    """Stateful resampler for audio that arrives in pieces.
+
+    Resampling each chunk on its own would click at every boundary (the filter needs the samples
+    on both sides); ``soxr.ResampleStream`` keeps that state, so the concatenated output matches
+    one-shot resampling of the whole signal. Not thread-safe: one producer per instance.
+    """
+
+    def __init__(self, in_rate: float, out_rate: float = TARGET_RATE, quality: str = "HQ") -> None:
+        if in_rate <= 0 or out_rate <= 0:
+            raise ValueError(f"sample rates must be positive, got {in_rate} -> {out_rate}")
+        self.in_rate = float(in_rate)
+        self.out_rate = float(out_rate)
+        self.passthrough = self.in_rate == self.out_rate
+        self._quality = quality
+        self._stream: soxr.ResampleStream | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._stream = None
+        if not self.passthrough:
+            self._stream = soxr.ResampleStream(
+                self.in_rate, self.out_rate, 1, dtype="float32", quality=self._quality
+            )
+
+    def process(self, chunk: np.ndarray) -> np.ndarray:
+        """Feed one chunk (mono, or ``(frames, channels)`` to downmix); return what is ready."""
+        x = to_mono_float32(chunk)
+        if self._stream is None:
+            return x.copy()
+        return self._stream.resample_chunk(x, last=False)
+
+    def flush(self) -> np.ndarray:
+        """Return the samples still held in the filter; the resampler can then start afresh."""
+        if self._stream is None:
+            return np.zeros(0, dtype=np.float32)
+        out = self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+        self._reset()
+        return out

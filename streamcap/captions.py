@@ -1,0 +1,418 @@
+"""Caption events, their store/sequencer, and SRT/WebVTT/JSONL/TXT writers.
+
+A `Caption` is exactly one event of the wire protocol (DESIGN.md, "Captions and the wire
+protocol"). Writers keep only finals (finals are never revised, so a file can be appended to as
+they arrive); `CaptionLog` keeps what a reconnecting viewer needs to rebuild its screen.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+CaptionType = Literal["partial", "final"]
+CAPTION_TYPES: tuple[str, ...] = ("partial", "final")
+
+#: Common subtitle guidance: ~42 characters per line, at most 2 lines on screen.
+LINE_WIDTH = 42
+MAX_LINES = 2
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One caption event; the field order is the wire JSON's key order."""
+
+    type: CaptionType
+    stream: str
+    seq: int
+    segment: int
+    text: str
+    start: float
+    end: float
+    committed_chars: int
+    latency_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire JSON object; times rounded to milliseconds (no false precision on the wire)."""
+        return {
+            "type": self.type,
+            "stream": self.stream,
+            "seq": self.seq,
+            "segment": self.segment,
+            "text": self.text,
+            "start": round(self.start, 3),
+            "end": round(self.end, 3),
+            "committed_chars": self.committed_chars,
+            "latency_ms": round(self.latency_ms, 1),
+        }
+
+    def to_json(self) -> str:
+        """Compact UTF-8-friendly JSON text frame."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Caption:
+        """Inverse of `to_dict` (e.g. reading a JSONL file back); ValueError on bad input."""
+        try:
+            kind = d["type"]
+            if kind not in CAPTION_TYPES:
+                raise ValueError(f"caption type must be 'partial' or 'final', got {kind!r}")
+            return cls(
+                type=kind,
+                stream=str(d["stream"]),
+                seq=int(d["seq"]),
+                segment=int(d["segment"]),
+                text=str(d["text"]),
+                start=float(d["start"]),
+                end=float(d["end"]),
+                committed_chars=int(d["committed_chars"]),
+                latency_ms=float(d["latency_ms"]),
+            )
+        except KeyError as e:
+            raise ValueError(f"caption is missing field {e.args[0]!r}") from None
+        except TypeError as e:
+            raise ValueError(f"caption has a field of the wrong type: {e}") from None
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _split_ms(seconds: float) -> tuple[int, int, int, int]:
+    ms = max(0, round(seconds * 1000))
+    h, ms = divmod(ms, 3_600_000)
+    m, ms = divmod(ms, 60_000)
+    s, ms = divmod(ms, 1000)
+    return h, m, s, ms
+
+
+def format_srt_time(seconds: float) -> str:
+    """`00:01:02,345` (negative times clamp to zero)."""
+    h, m, s, ms = _split_ms(seconds)
+    return f"{h:02d}:{m:02d}:{s:02d},{ms:03d}"
+
+
+def format_vtt_time(seconds: float) -> str:
+    """`00:01:02.345` (negative times clamp to zero)."""
+    h, m, s, ms = _split_ms(seconds)
+    return f"{h:02d}:{m:02d}:{s:02d}.{ms:03d}"
+
+
+def wrap_text(text: str, width: int = LINE_WIDTH) -> list[str]:
+    """Greedy word wrap; a word longer than `width` is cut (a URL must not overflow the screen)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        while len(word) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:width])
+            word = word[width:]
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    if line:
+        lines.append(line)
+    return lines
+
+
+def _balance(lines: list[str]) -> list[str]:
+    """Re-split two lines at the word boundary that makes them most even (easier to read)."""
+    if len(lines) != 2:
+        return lines
+    words = " ".join(lines).split()
+    best = lines
+    best_len = max(len(x) for x in lines)
+    for i in range(1, len(words)):
+        a, b = " ".join(words[:i]), " ".join(words[i:])
+        if max(len(a), len(b)) < best_len:
+            best, best_len = [a, b], max(len(a), len(b))
+    return best
+
+
+def _even_groups(lines: list[str], width: int, max_lines: int) -> list[list[str]]:
+    """Group wrapped lines into cues, evening out cue lengths so no cue is a stray word."""
+    greedy = [lines[i : i + max_lines] for i in range(0, len(lines), max_lines)]
+    n = len(greedy)
+    if n < 2:
+        return greedy
+    words = " ".join(lines).split()
+    total = sum(len(w) + 1 for w in words)
+    chunks: list[list[str]] = [[]]
+    done = 0
+    for w in words:
+        if chunks[-1] and len(chunks) < n and done + (len(w) + 1) / 2 > total * len(chunks) / n:
+            chunks.append([])
+        chunks[-1].append(w)
+        done += len(w) + 1
+    even = [wrap_text(" ".join(c), width) for c in chunks]
+    if all(len(g) <= max_lines for g in even):
+        return even
+    return greedy
+
+
+def split_cues(
+    text: str, start: float, end: float, width: int = LINE_WIDTH, max_lines: int = MAX_LINES
+) -> list[tuple[float, float, list[str]]]:
+    """Cut one final into cues of at most `max_lines` lines, timed in proportion to characters.
+
+    Speech has no word times here, so characters are the best proxy for when each part was said.
+    """
+    lines = wrap_text(text, width)
+    if not lines:
+        return []
+    end = max(end, start)
+    groups = _even_groups(lines, width, max_lines)
+    sizes = [sum(len(x) for x in g) + len(g) - 1 for g in groups]
+    total = sum(sizes)
+    cues: list[tuple[float, float, list[str]]] = []
+    done = 0
+    for group, size in zip(groups, sizes, strict=True):
+        t0 = start + (end - start) * done / total
+        done += size
+        t1 = start + (end - start) * done / total
+        cues.append((t0, t1, _balance(group)))
+    return cues
+
+
+def _vtt_escape(line: str) -> str:
+    # "-->" cannot appear in a cue payload and "<" / "&" start markup: escape them.
+    return line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# --------------------------------------------------------------------------- writers
+
+
+class CaptionWriter:
+    """Base writer: appends each caption as it arrives and flushes, so a crash loses nothing.
+
+    Takes an open text file (not closed by us) or a path (created/truncated, closed by us).
+    """
+
+    def __init__(self, target: TextIO | str | os.PathLike[str]) -> None:
+        if isinstance(target, (str, os.PathLike)):
+            self._file: TextIO = open(target, "w", encoding="utf-8", newline="\n")  # noqa: SIM115
+            self._owns = True
+        else:
+            self._file = target
+            self._owns = False
+        self._closed = False
+        self._begin()
+
+    def _begin(self) -> None:
+        """Write any header (VTT)."""
+
+    def _format(self, caption: Caption) -> str:
+        raise NotImplementedError
+
+    def _wants(self, caption: Caption) -> bool:
+        return caption.type == "final" and bool(caption.text.strip())
+
+    def write(self, caption: Caption) -> None:
+        """Append one caption (partials and empty finals are skipped) and flush."""
+        if self._closed:
+            raise ValueError("write to a closed caption writer")
+        if not self._wants(caption):
+            return
+        self._file.write(self._format(caption))
+        self._file.flush()
+
+    def write_all(self, captions: Iterable[Caption]) -> None:
+        for c in captions:
+            self.write(c)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._owns:
+                self._file.close()
+
+    def __enter__(self) -> CaptionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SrtWriter(CaptionWriter):
+    """SubRip: numbered cues, `HH:MM:SS,mmm` times, blank line between cues."""
+
+    def __init__(self, target: TextIO | str | os.PathLike[str]) -> None:
+        self._index = 0
+        super().__init__(target)
+
+    def _format(self, caption: Caption) -> str:
+        parts = []
+        for t0, t1, lines in split_cues(caption.text, caption.start, caption.end):
+            self._index += 1
+            body = "\n".join(lines)
+            parts.append(
+                f"{self._index}\n{format_srt_time(t0)} --> {format_srt_time(t1)}\n{body}\n\n"
+            )
+        return "".join(parts)
+
+
+class VttWriter(CaptionWriter):
+    """WebVTT: `WEBVTT` header, `HH:MM:SS.mmm` times, text escaped for cue payloads."""
+
+    def _begin(self) -> None:
+        self._file.write("WEBVTT\n\n")
+        self._file.flush()
+
+    def _format(self, caption: Caption) -> str:
+        parts = []
+        for t0, t1, lines in split_cues(caption.text, caption.start, caption.end):
+            body = "\n".join(_vtt_escape(x) for x in lines)
+            parts.append(f"{format_vtt_time(t0)} --> {format_vtt_time(t1)}\n{body}\n\n")
+        return "".join(parts)
+
+
+class JsonlWriter(CaptionWriter):
+    """One wire-format event per line; the lossless log (partials too if asked)."""
+
+    def __init__(
+        self, target: TextIO | str | os.PathLike[str], *, include_partials: bool = False
+    ) -> None:
+        self.include_partials = include_partials
+        super().__init__(target)
+
+    def _wants(self, caption: Caption) -> bool:
+        return self.include_partials or caption.type == "final"
+
+    def _format(self, caption: Caption) -> str:
+        return caption.to_json() + "\n"
+
+
+class TxtWriter(CaptionWriter):
+    """Plain transcript: one final per line, whitespace normalised."""
+
+    def _format(self, caption: Caption) -> str:
+        return " ".join(caption.text.split()) + "\n"
+
+
+_WRITERS: dict[str, type[CaptionWriter]] = {
+    ".srt": SrtWriter, ".vtt": VttWriter, ".jsonl": JsonlWriter, ".txt": TxtWriter
+}  # fmt: skip
+
+
+def open_writer(path: str | os.PathLike[str], *, include_partials: bool = False) -> CaptionWriter:
+    """Writer chosen by the file suffix; `include_partials` applies to .jsonl only."""
+    suffix = Path(path).suffix.lower()
+    cls = _WRITERS.get(suffix)
+    if cls is None:
+        raise ValueError(
+            f"unsupported caption file type {suffix or '(no suffix)'!r} for {os.fspath(path)!r}: "
+            "use .srt, .vtt, .jsonl or .txt"
+        )
+    if cls is JsonlWriter:
+        return JsonlWriter(path, include_partials=include_partials)
+    return cls(path)
+
+
+def render_srt(captions: Iterable[Caption]) -> str:
+    """Whole SRT document for the finals among `captions`."""
+    buf = io.StringIO()
+    SrtWriter(buf).write_all(captions)
+    return buf.getvalue()
+
+
+def render_vtt(captions: Iterable[Caption]) -> str:
+    """Whole WebVTT document for the finals among `captions`."""
+    buf = io.StringIO()
+    VttWriter(buf).write_all(captions)
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------- log
+
+
+class CaptionLog:
+    """Per-stream sequencer and replay store (not thread-safe: one event loop owns it).
+
+    Stores every final and, per segment, only the latest partial that no final has superseded:
+    replaying those in `seq` order rebuilds the same screen a live viewer has. At most
+    `max_finals` finals are kept (oldest dropped), so `since(n)` with `n` older than the oldest
+    stored event returns only what remains; `oldest_seq` tells a caller whether that happened.
+    """
+
+    def __init__(self, stream: str, *, max_finals: int = 10_000) -> None:
+        if max_finals < 1:
+            raise ValueError(f"max_finals must be >= 1, got {max_finals}")
+        self.stream = stream
+        self.max_finals = max_finals
+        self._seq = 0
+        self._finals: deque[Caption] = deque()
+        self._partials: dict[int, Caption] = {}
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the latest event (0 before any)."""
+        return self._seq
+
+    @property
+    def oldest_seq(self) -> int | None:
+        """Smallest stored seq, or None when nothing is stored."""
+        seqs = [c.seq for c in self._partials.values()]
+        if self._finals:
+            seqs.append(self._finals[0].seq)
+        return min(seqs) if seqs else None
+
+    def __len__(self) -> int:
+        return len(self._finals) + len(self._partials)
+
+    def emit(
+        self,
+        type: CaptionType,
+        segment: int,
+        text: str,
+        start: float,
+        end: float,
+        committed_chars: int = 0,
+        latency_ms: float = 0.0,
+    ) -> Caption:
+        """Number and store a new event; returns it for broadcast."""
+        if type not in CAPTION_TYPES:
+            raise ValueError(f"caption type must be 'partial' or 'final', got {type!r}")
+        self._seq += 1
+        cap = Caption(
+            type=type,
+            stream=self.stream,
+            seq=self._seq,
+            segment=segment,
+            text=text,
+            start=start,
+            end=end,
+            committed_chars=committed_chars,
+            latency_ms=latency_ms,
+        )
+        if type == "partial":
+            self._partials[segment] = cap
+        else:
+            self._partials.pop(segment, None)
+            self._finals.append(cap)
+            if len(self._finals) > self.max_finals:
+                self._finals.popleft()
+        return cap
+
+    def since(self, seq: int) -> list[Caption]:
+        """Stored events with seq > `seq`, in seq order."""
+        out: list[Caption] = []
+        for cap in reversed(self._finals):  # reconnects ask for the recent tail: stop early
+            if cap.seq <= seq:
+                break
+            out.append(cap)
+        out.extend(c for c in self._partials.values() if c.seq > seq)
+        out.sort(key=lambda c: c.seq)
+        return out
+
+    def finals(self) -> list[Caption]:
+        """Stored finals in order (e.g. for `render_srt`)."""
+        return list(self._finals)

@@ -1,0 +1,66 @@
+"""Decoding options and results as frozen dataclasses (in the style of openai/whisper)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    """What to decode; the same options drive the speculative and the reference path."""
+
+    language: str | None = None  # None: detect (multilingual models)
+    task: str = "transcribe"  # or "translate"
+    prompt_ids: tuple[int, ...] = ()  # previous text, fed after <|startofprev|>
+    max_tokens_per_second: float = 12.0  # loop guard: tokens allowed per second of audio
+    min_token_budget: int = 24  # ... plus this many, so short clips are never cut
+    max_draft: int = 24  # upper bound on K
+    initial_draft: int = 8  # K at the start of a decode
+
+
+@dataclass
+class DecodeStats:
+    """Counters for one decode (or summed over many)."""
+
+    drafted: int = 0
+    accepted: int = 0
+    forward_passes: int = 0
+    encoder_s: float = 0.0
+    decoder_s: float = 0.0
+    tokens: int = 0
+
+    def add(self, other: DecodeStats) -> None:
+        self.drafted += other.drafted
+        self.accepted += other.accepted
+        self.forward_passes += other.forward_passes
+        self.encoder_s += other.encoder_s
+        self.decoder_s += other.decoder_s
+        self.tokens += other.tokens
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "forward_passes": self.forward_passes,
+            "encoder_s": round(self.encoder_s, 4),
+            "decoder_s": round(self.decoder_s, 4),
+            "tokens": self.tokens,
+            "acceptance_rate": round(self.acceptance_rate, 4),
+        }
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """One decoded window: text tokens only (no prefix, no end-of-text)."""
+
+    tokens: tuple[int, ...]
+    text: str
+    language: str | None
+    no_speech_prob: float
+    avg_logprob: float | None
+    stopped_by: str  # "eot", "max_tokens", "loop"
+    stats: DecodeStats = field(default_factory=DecodeStats)

@@ -1,0 +1,231 @@
+"""Greedy Whisper decoding that verifies drafts in one forward pass over the KV cache.
+
+We own the decoder loop (no ``generate``): it saves generate's per-token overhead as well as
+forward passes, and lets every drafter share the same verify step. The output is token for
+token what the main model's own greedy ``generate`` returns with the same prefix, suppress
+rules and stop rules (see ``reference.py`` and the tests).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from streamcap.decoding.drafters import Drafter, NoDrafter
+from streamcap.decoding.guard import LoopGuard
+from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.decoding.verify import DraftLength, accept, extend
+
+MAX_PROMPT_TOKENS = 223  # Whisper keeps at most half the 448-token context for the prompt
+
+
+class DecodingError(ValueError):
+    """Options the model cannot honour (unknown language, translate on English-only...)."""
+
+
+class WhisperSpec:
+    """Token ids and suppress rules of one model, read once from its generation config."""
+
+    def __init__(self, model: Any, processor: Any) -> None:
+        gen = model.generation_config
+        self.tokenizer = processor.tokenizer
+        self.eot: int = int(gen.eos_token_id)
+        self.sot: int = int(gen.decoder_start_token_id)
+        self.no_timestamps: int = int(gen.no_timestamps_token_id)
+        self.no_speech: int = self.no_timestamps - 1  # <|nocaptions|> / <|nospeech|>
+        self.prev: int = int(gen.prev_sot_token_id)
+        self.multilingual: bool = bool(getattr(gen, "is_multilingual", False))
+        self.lang_to_id: dict[str, int] = dict(getattr(gen, "lang_to_id", None) or {})
+        self.task_to_id: dict[str, int] = dict(getattr(gen, "task_to_id", None) or {})
+        self.suppress: list[int] = list(gen.suppress_tokens or [])
+        self.begin_suppress: list[int] = list(gen.begin_suppress_tokens or [])
+        self.max_length: int = int(model.config.max_target_positions)
+        self.vocab_size: int = int(model.config.vocab_size)
+
+    def language_id(self, language: str) -> int:
+        key = language if language.startswith("<|") else f"<|{language}|>"
+        if key not in self.lang_to_id:
+            raise DecodingError(f"unknown language {language!r}")
+        return self.lang_to_id[key]
+
+    def language_of(self, token: int) -> str:
+        for key, value in self.lang_to_id.items():
+            if value == token:
+                return key[2:-2]
+        return "?"
+
+    def prefix(self, language_token: int | None, options: DecodingOptions) -> list[int]:
+        """The forced decoder prompt: [prev, prompt...] sot [lang, task] notimestamps."""
+        ids: list[int] = []
+        if options.prompt_ids:
+            ids += [self.prev, *list(options.prompt_ids)[-MAX_PROMPT_TOKENS:]]
+        ids.append(self.sot)
+        if self.multilingual:
+            if options.task not in self.task_to_id:
+                raise DecodingError(f"unknown task {options.task!r}")
+            ids += [language_token if language_token is not None else self.language_id("en")]
+            ids.append(self.task_to_id[options.task])
+        elif options.task != "transcribe":
+            raise DecodingError("this English-only model cannot translate")
+        ids.append(self.no_timestamps)
+        return ids
+
+
+def _cache_kwarg(decoder: Any) -> str:
+    params = inspect.signature(decoder.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+class SpeculativeDecoder:
+    """Encoder once per window; decoder loop with draft verification and a KV cache."""
+
+    def __init__(self, model: Any, processor: Any, device: str, dtype: torch.dtype) -> None:
+        self.model = model
+        self.processor = processor
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.spec = WhisperSpec(model, processor)
+        self.decoder = model.model.decoder
+        self.encoder = model.model.encoder
+        self.proj_out = model.proj_out
+        self._cache_kw = _cache_kwarg(self.decoder)
+        vocab = self.spec.vocab_size
+        self._suppress = torch.zeros(vocab, dtype=torch.bool, device=self.device)
+        self._suppress[[t for t in self.spec.suppress if t < vocab]] = True
+        self._begin = torch.zeros(vocab, dtype=torch.bool, device=self.device)
+        self._begin[[t for t in self.spec.begin_suppress if t < vocab]] = True
+        self._lang_mask: torch.Tensor | None = None
+        if self.spec.lang_to_id:
+            self._lang_mask = torch.ones(vocab, dtype=torch.bool, device=self.device)
+            self._lang_mask[list(self.spec.lang_to_id.values())] = False
+
+    # -- encoder ---------------------------------------------------------------------------
+    def features(self, audio: np.ndarray) -> torch.Tensor:
+        """Log-mel features of audio padded to 30 s, exactly as the processor makes them."""
+        feats = self.processor.feature_extractor(
+            audio, sampling_rate=16000, return_tensors="pt"
+        ).input_features
+        return feats.to(self.device, self.dtype)
+
+    @torch.inference_mode()
+    def encode(self, features: torch.Tensor) -> torch.Tensor:
+        return self.encoder(features).last_hidden_state
+
+    # -- decoder ---------------------------------------------------------------------------
+    def _new_cache(self) -> Any:
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        return EncoderDecoderCache(DynamicCache(), DynamicCache())
+
+    def _forward(self, tokens: Sequence[int], cache: Any, enc: torch.Tensor) -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+        out = self.decoder(
+            input_ids=ids,
+            encoder_hidden_states=enc,
+            use_cache=True,
+            **{self._cache_kw: cache},
+        )
+        return out.last_hidden_state[0]
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.proj_out(hidden).float()
+
+    @torch.inference_mode()
+    def detect_language(self, enc: torch.Tensor) -> tuple[int, float]:
+        """Most likely language token and the no-speech probability, from one step on <|sot|>."""
+        logits = self._logits(self._forward([self.spec.sot], self._new_cache(), enc))[-1]
+        no_speech = float(torch.softmax(logits, -1)[self.spec.no_speech])
+        if self._lang_mask is None:
+            return -1, no_speech
+        masked = logits.masked_fill(self._lang_mask, -math.inf)
+        return int(masked.argmax()), no_speech
+
+    @torch.inference_mode()
+    def decode(
+        self,
+        enc: torch.Tensor,
+        options: DecodingOptions,
+        drafter: Drafter | None = None,
+        duration_s: float = 30.0,
+        guard: LoopGuard | None = None,
+    ) -> DecodeResult:
+        """Greedy decode of one window, verifying drafts from ``drafter``."""
+        t0 = time.perf_counter()
+        drafter = drafter or NoDrafter()
+        guard = guard or LoopGuard(options.max_tokens_per_second, options.min_token_budget)
+        stats = DecodeStats()
+        spec = self.spec
+        language_token: int | None = None
+        no_speech = float("nan")
+        if spec.multilingual:
+            if options.language is None:
+                language_token, no_speech = self.detect_language(enc)
+                stats.forward_passes += 1
+            else:
+                language_token = spec.language_id(options.language)
+        prefix = spec.prefix(language_token, options)
+        budget = guard.token_budget(duration_s, spec.max_length - len(prefix))
+        sot_row = prefix.index(spec.sot)
+        drafter.begin(prefix)
+        k = DraftLength(k=options.initial_draft, k_max=options.max_draft)
+        cache = self._new_cache()
+        generated: list[int] = []
+        pending = list(prefix)  # tokens whose keys/values are not in the cache yet
+        logprob_sum = 0.0
+        stopped_by: str | None = None
+        first = True
+        while stopped_by is None:
+            room = budget - len(generated)
+            draft = list(drafter.propose(generated, min(k.k, room)))[: max(0, room)]
+            hidden = self._forward(pending + draft, cache, enc)
+            stats.forward_passes += 1
+            rows = hidden[len(pending) - 1 :]
+            if first and math.isnan(no_speech):
+                sot_logits = self._logits(hidden[sot_row])
+                no_speech = float(torch.softmax(sot_logits, -1)[spec.no_speech])
+            logits = self._logits(rows)
+            logits.masked_fill_(self._suppress, -math.inf)
+            if first:
+                logits[0].masked_fill_(self._begin, -math.inf)
+                first = False
+            predicted = logits.argmax(-1).tolist()
+            n_ok, gained = accept(draft, predicted)
+            stats.drafted += len(draft)
+            stats.accepted += n_ok
+            k.update(len(draft), n_ok)
+            ext = extend(generated, gained, eot=spec.eot, budget=budget, guard=guard)
+            stopped_by = ext.stopped_by
+            if ext.appended:
+                logprobs = torch.log_softmax(logits[: len(ext.appended)], -1)
+                idx = torch.tensor(ext.appended, device=logprobs.device)
+                logprob_sum += float(logprobs.gather(1, idx[:, None]).sum())
+            if stopped_by is None:
+                # keep the cache for pending + accepted drafts; the bonus token is next input
+                keep = cache.get_seq_length() - (len(draft) - n_ok)
+                _crop(cache, keep)
+                pending = [gained[-1]]
+        stats.tokens = len(generated)
+        stats.decoder_s = time.perf_counter() - t0
+        text = spec.tokenizer.decode(generated, skip_special_tokens=True)
+        return DecodeResult(
+            tokens=tuple(generated),
+            text=text,
+            language=spec.language_of(language_token) if language_token is not None else None,
+            no_speech_prob=no_speech,
+            avg_logprob=logprob_sum / len(generated) if generated else None,
+            stopped_by=stopped_by,
+            stats=stats,
+        )
+
+
+def _crop(cache: Any, length: int) -> None:
+    """Drop cached positions beyond ``length`` (negative crop works across transformers 4/5)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)

@@ -1,0 +1,337 @@
+"""Sans-I/O wire protocol: parse and validate what clients send, build what we answer.
+
+No sockets and no clock here (the caller passes `now`), in the style of the `websockets`
+library's protocol layer, so every rule is tested without a network. See DESIGN.md,
+"Captions and the wire protocol".
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
+
+from streamcap.audio.pcm import SAMPLE_BYTES, PcmFormat, pcm_to_float
+
+Task = Literal["transcribe", "translate"]
+Route = Literal["ingest", "captions"]
+
+MIN_SAMPLE_RATE = 8000
+MAX_SAMPLE_RATE = 48000
+#: 1 MiB: about 2.7 s of 48 kHz stereo f32le; real clients send 20-250 ms per frame.
+DEFAULT_MAX_FRAME_BYTES = 1 << 20
+#: Audio a client may be ahead of real time (network catch-up) before it counts as a flood.
+DEFAULT_BURST_S = 5.0
+
+STREAM_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_LANGUAGE_RE = re.compile(r"[A-Za-z][A-Za-z_-]{1,31}")
+_SINCE_RE = re.compile(r"[0-9]{1,18}")
+_START_FIELDS = frozenset({"type", "sample_rate", "format", "channels", "language", "task"})
+_MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: control frame payload 125 bytes, minus the code
+
+
+class CloseCode(enum.IntEnum):
+    """WebSocket close codes we use (names as in `websockets.frames.CloseCode`)."""
+
+    NORMAL_CLOSURE = 1000
+    GOING_AWAY = 1001
+    UNSUPPORTED_DATA = 1003  # bad data: malformed message, wrong order
+    POLICY_VIOLATION = 1008  # auth, bad stream id, flooding
+    MESSAGE_TOO_BIG = 1009
+    INTERNAL_ERROR = 1011
+
+
+class ProtocolError(Exception):
+    """A client broke the protocol: close the connection with `code` and `reason`."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"{int(code)}: {reason}")
+        self.code = int(code)
+        self.reason = reason
+
+    @property
+    def close_reason(self) -> str:
+        """`reason` cut to the 123 UTF-8 bytes a close frame can carry."""
+        raw = self.reason.encode("utf-8")
+        if len(raw) <= _MAX_CLOSE_REASON_BYTES:
+            return self.reason
+        return raw[: _MAX_CLOSE_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
+def _bad(reason: str) -> ProtocolError:
+    return ProtocolError(CloseCode.UNSUPPORTED_DATA, reason)
+
+
+@dataclass(frozen=True)
+class StartMessage:
+    """The validated first ingest message. `channels` 2 means interleaved, averaged to mono."""
+
+    sample_rate: int
+    format: PcmFormat
+    channels: int = 1
+    language: str | None = None
+    task: Task = "transcribe"
+
+
+@dataclass(frozen=True)
+class StopMessage:
+    """The client has no more audio: finalise what is open, then close normally."""
+
+
+def _load_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _bad(f"{what} is not valid JSON ({e.msg} at position {e.pos})") from None
+    except RecursionError:  # absurdly nested input
+        raise _bad(f"{what} is nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise _bad(f"{what} must be a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def parse_start(text: str) -> StartMessage:
+    """Validate the first ingest text message.
+
+    Required: `type` "start", `sample_rate` (int, 8000..48000), `format` ("pcm_s16le" or
+    "f32le"). Optional: `channels` (1 or 2, default 1), `language` (code or null = detect),
+    `task` ("transcribe" or "translate"). Unknown fields are rejected so that a typo such as
+    "langauge" fails loudly instead of silently auto-detecting.
+    """
+    msg = _load_object(text, "start message")
+    kind = msg.get("type")
+    if kind != "start":
+        raise _bad(f'expected {{"type":"start",...}} as the first message, got type {kind!r}')
+    unknown = sorted(set(msg) - _START_FIELDS)
+    if unknown:
+        raise _bad(f"start message has unknown field(s): {', '.join(unknown)}")
+
+    for field in ("sample_rate", "format"):
+        if field not in msg:
+            raise _bad(f"start message is missing {field!r}")
+    rate = msg["sample_rate"]
+    if not _is_int(rate):
+        raise _bad(f"'sample_rate' must be an integer, got {rate!r}")
+    if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+        raise _bad(
+            f"unsupported sample_rate {rate}: must be {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz"
+        )
+    fmt = msg["format"]
+    if fmt not in SAMPLE_BYTES:
+        raise _bad(f"unsupported format {fmt!r}: use 'pcm_s16le' or 'f32le'")
+
+    channels = msg.get("channels", 1)
+    if not _is_int(channels) or channels not in (1, 2):
+        raise _bad(f"unsupported channels {channels!r}: use 1 (mono) or 2 (stereo, interleaved)")
+
+    language = msg.get("language")
+    if language is not None:
+        if not isinstance(language, str) or not _LANGUAGE_RE.fullmatch(language):
+            raise _bad(f"'language' must be a language code such as 'en' or null, got {language!r}")
+        language = language.lower()
+
+    task = msg.get("task", "transcribe")
+    if task not in ("transcribe", "translate"):
+        raise _bad(f"unsupported task {task!r}: use 'transcribe' or 'translate'")
+    return StartMessage(
+        sample_rate=rate, format=fmt, channels=channels, language=language, task=task
+    )
+
+
+def parse_control(text: str) -> StopMessage:
+    """Validate a text message after the start (only `{"type":"stop"}` exists today)."""
+    msg = _load_object(text, "control message")
+    kind = msg.get("type")
+    if kind == "stop":
+        return StopMessage()
+    if kind == "start":
+        raise _bad("duplicate start message: this stream has already started")
+    raise _bad(f"unknown message type {kind!r}: only 'stop' may follow the start")
+
+
+def decode_pcm(
+    data: bytes, fmt: str, channels: int = 1, *, max_bytes: int = DEFAULT_MAX_FRAME_BYTES
+) -> np.ndarray:
+    """One binary frame to mono float32 in [-1, 1] at the client's rate.
+
+    Frames must hold whole sample frames (every channel): we never reassemble a sample torn
+    across two messages. Decoding itself (NaN/inf sanitised, clipping) is `audio.pcm`'s.
+    """
+    if len(data) > max_bytes:
+        raise ProtocolError(
+            CloseCode.MESSAGE_TOO_BIG,
+            f"audio frame of {len(data)} bytes exceeds the limit of {max_bytes} bytes",
+        )
+    if channels not in (1, 2):
+        raise _bad(f"unsupported channels {channels!r}: use 1 or 2")
+    try:
+        return pcm_to_float(data, fmt, channels)
+    except ValueError as e:  # unknown format, torn frame
+        raise _bad(f"bad audio frame: {e}") from None
+
+
+class IngestPhase(str, enum.Enum):
+    AWAITING_START = "awaiting_start"
+    STREAMING = "streaming"
+    STOPPED = "stopped"
+
+
+class IngestState:
+    """State machine of one ingest connection: awaiting_start -> streaming -> stopped.
+
+    Also the flood guard: audio may run at most `burst_s` seconds ahead of the wall clock
+    counted from the first audio frame (`None` turns the guard off, e.g. for trusted bulk
+    uploads). The caller passes `now` (monotonic seconds), so tests need no sleeping.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        burst_s: float | None = DEFAULT_BURST_S,
+    ) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self.burst_s = burst_s
+        self.phase = IngestPhase.AWAITING_START
+        self.start: StartMessage | None = None
+        self.samples_received = 0
+        self._t0: float | None = None
+
+    @property
+    def audio_seconds(self) -> float:
+        """Audio received so far, in seconds of the client's stream."""
+        if self.start is None:
+            return 0.0
+        return self.samples_received / self.start.sample_rate
+
+    def receive_text(self, text: str) -> StartMessage | StopMessage:
+        """Returns the start (first message) or the stop; ProtocolError otherwise."""
+        if self.phase is IngestPhase.AWAITING_START:
+            self.start = parse_start(text)
+            self.phase = IngestPhase.STREAMING
+            return self.start
+        if self.phase is IngestPhase.STREAMING:
+            msg = parse_control(text)
+            self.phase = IngestPhase.STOPPED
+            return msg
+        raise _bad("text message received after stop")
+
+    def receive_bytes(self, data: bytes, now: float) -> np.ndarray:
+        """Returns the frame's mono float32 samples at `start.sample_rate`."""
+        if self.phase is IngestPhase.AWAITING_START:
+            raise _bad('audio frame received before the start message: send {"type":"start",...}')
+        if self.phase is IngestPhase.STOPPED:
+            raise _bad("audio frame received after stop")
+        assert self.start is not None
+        samples = decode_pcm(
+            data, self.start.format, self.start.channels, max_bytes=self.max_frame_bytes
+        )
+        if self._t0 is None:
+            self._t0 = now
+        total = self.samples_received + len(samples)
+        if self.burst_s is not None:
+            ahead = total / self.start.sample_rate - max(0.0, now - self._t0)
+            if ahead > self.burst_s:
+                raise ProtocolError(
+                    CloseCode.POLICY_VIOLATION,
+                    f"audio arriving faster than real time ({ahead:.1f} s ahead, "
+                    f"limit {self.burst_s:g} s)",
+                )
+        self.samples_received = total
+        return samples
+
+
+def _single_params(query: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key in params:
+            raise ProtocolError(
+                CloseCode.POLICY_VIOLATION, f"query parameter {key!r} given more than once"
+            )
+        params[key] = value
+    return params
+
+
+def parse_ws_path(path: str) -> tuple[Route, dict[str, str]]:
+    """Route and validated query parameters of a WebSocket request path.
+
+    `stream` is required and must match `[A-Za-z0-9_.-]{1,64}`; for /captions `since` is
+    always present afterwards ("0" if absent), as a canonical non-negative integer string.
+    Unknown parameters are kept and ignored (cache busters and the like).
+    """
+    parts = urlsplit(path)
+    route_path = parts.path.rstrip("/")
+    if route_path == "/ingest":
+        route: Route = "ingest"
+    elif route_path == "/captions":
+        route = "captions"
+    else:
+        raise ProtocolError(
+            CloseCode.POLICY_VIOLATION, f"unknown path {parts.path!r}: use /ingest or /captions"
+        )
+    params = _single_params(parts.query)
+    stream = params.get("stream")
+    if stream is None:
+        raise ProtocolError(CloseCode.POLICY_VIOLATION, "missing 'stream' query parameter")
+    if not STREAM_ID_RE.fullmatch(stream):
+        raise ProtocolError(
+            CloseCode.POLICY_VIOLATION,
+            f"invalid stream id {stream[:80]!r}: use 1-64 characters from A-Z a-z 0-9 _ . -",
+        )
+    if route == "captions":
+        since = params.get("since", "0")
+        if not _SINCE_RE.fullmatch(since):
+            raise _bad(f"'since' must be a non-negative integer, got {since[:40]!r}")
+        params["since"] = str(int(since))
+    return route, params
+
+
+def extract_token(
+    params: Mapping[str, str], headers_get: Callable[[str], str | None]
+) -> str | None:
+    """Token from `?token=` (browsers cannot set headers) or else `Authorization: Bearer`."""
+    token = params.get("token")
+    if token is not None:
+        return token
+    auth = headers_get("Authorization")
+    if auth is None:
+        return None
+    scheme, _, value = auth.strip().partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
+
+
+def check_token(expected: str | None, given: str | None) -> bool:
+    """Constant-time comparison; `expected` None means the endpoint is open."""
+    if expected is None:
+        return True
+    if given is None:
+        return False
+    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8"))
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def ready_message(stream: str, sample_rate: int) -> str:
+    """Answer to a valid start: the client may now send audio."""
+    return _dumps({"type": "ready", "stream": stream, "sample_rate": sample_rate})
+
+
+def error_message(code: int, reason: str) -> str:
+    """Sent as a text frame just before closing, so browsers (which hide close reasons
+    in some paths) can show why."""
+    return _dumps({"type": "error", "code": int(code), "reason": reason})
