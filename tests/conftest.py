@@ -29,3 +29,33 @@ def pulse_mic(monkeypatch: pytest.MonkeyPatch) -> Iterator[PulseMic]:
         yield mic
     finally:
         mic.stop()
+
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def engine():  # noqa: ANN201 - streamcap.engine.Engine, imported lazily (torch is slow to import)
+    """The real bundled Whisper base model on CPU, loaded once per test session."""
+    import torch
+
+    from streamcap.engine import Engine
+
+    torch.set_num_threads(2)
+    return Engine("base", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def speech() -> dict[str, object]:
+    """Real speech clips from tests/data (16 kHz mono float32), keyed by manifest id."""
+    import json
+
+    import soundfile as sf
+
+    clips: dict[str, object] = {}
+    for line in (DATA / "manifest.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        audio, rate = sf.read(DATA / item["audio"], dtype="float32")
+        assert rate == 16000
+        clips[item["id"]] = audio
+    return clips

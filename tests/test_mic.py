@@ -60,9 +60,10 @@ def record(
 
 
 def _report(name: str, value: float) -> None:
-    print(f"{name}: {value:.4f}")  # visible with -s; the figures go into the issue notes
+    print(f"{name}: {value:.5f}")  # visible with -s; the figures go into the issue notes
 
 
+@pytest.mark.mic
 def test_virtual_mic_recording_matches_the_wav(pulse_mic: PulseMic, tmp_path: Path) -> None:
     audio, info = record(pulse_mic.env, tmp_path / "rec.npy")
     assert info["devices"], "PortAudio saw no device through PulseAudio"
@@ -77,6 +78,7 @@ def test_virtual_mic_recording_matches_the_wav(pulse_mic: PulseMic, tmp_path: Pa
     assert info["overflows"] == 0 and info["dropped"] == 0
 
 
+@pytest.mark.mic
 def test_virtual_mic_by_name_at_requested_rate(pulse_mic: PulseMic, tmp_path: Path) -> None:
     pulse_mic.play(OTHER)  # what the microphone hears changes; so must the recording
     audio, info = record(pulse_mic.env, tmp_path / "rec.npy", device="PULSE", rate=48000)
@@ -89,6 +91,7 @@ def test_virtual_mic_by_name_at_requested_rate(pulse_mic: PulseMic, tmp_path: Pa
     assert corr > 0.9 and control < 0.5
 
 
+@pytest.mark.mic
 def test_device_list_is_rescanned_when_pulseaudio_starts_late(tmp_path: Path) -> None:
     """A long-running process that imported sounddevice first still finds the microphone."""
     reason = missing_reason()
@@ -102,6 +105,11 @@ def test_device_list_is_rescanned_when_pulseaudio_starts_late(tmp_path: Path) ->
         "from streamcap.audio import MicSource, list_input_devices\n"
         "print(len(list_input_devices()), flush=True)\n"
         "print(float(abs(MicSource(chunk_s=0.05).record(1.0)).max()), flush=True)\n"
+        "import time\n"
+        "got = []\n"  # callback mode: chunks arrive on the audio thread
+        "with MicSource(chunk_s=0.05, callback=got.append):\n"
+        "    time.sleep(1.0)\n"
+        "print(len(got), sum(c.size for c in got[:-1]) == 800 * (len(got) - 1), flush=True)\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -119,8 +127,9 @@ def test_device_list_is_rescanned_when_pulseaudio_starts_late(tmp_path: Path) ->
         mic.play(JFK)
         out, err = proc.communicate("\n", timeout=60)
         assert proc.returncode == 0, err[-3000:]
-        found, peak = out.split()
+        found, peak, n_chunks, exact = out.split()
         assert int(found) >= 1 and float(peak) > 0.1
+        assert int(n_chunks) >= 15 and exact == "True"  # about 1 s in 50 ms chunks
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,7 +1,8 @@
 """Read any audio or video file as the pipeline's mono float32 16 kHz audio.
 
-libsndfile (``soundfile``) is tried first: it is fast and exact for WAV/FLAC/OGG/MP3. Everything
-else (M4A, MP4/MKV video, Opus in WebM, ...) goes through FFmpeg via PyAV. Resampling is soxr HQ.
+libsndfile (``soundfile``) is tried first for its own formats (WAV, FLAC, Ogg, AIFF, ...): fast
+and exact. Everything else (MP3, M4A, MP4/MKV video, WebM, ...) and whatever libsndfile cannot
+open goes through FFmpeg via PyAV. Resampling is soxr HQ.
 Every failure a user can cause (missing, empty, corrupt, video-only, zero-length) becomes an
 ``AudioError`` with a one-line message.
 """
@@ -21,6 +22,29 @@ from .resample import TARGET_RATE, StreamResampler, resample
 
 #: Samples per libsndfile read while streaming (about 1-4 s of audio: few calls, little memory).
 _SF_BLOCK = 65536
+
+#: Suffixes read with libsndfile first ("" = no extension: let libsndfile sniff it).
+_SNDFILE_SUFFIXES = frozenset(
+    {
+        "",
+        ".wav",
+        ".wave",
+        ".flac",
+        ".ogg",
+        ".oga",
+        ".opus",
+        ".aif",
+        ".aiff",
+        ".aifc",
+        ".au",
+        ".snd",
+        ".caf",
+        ".w64",
+        ".rf64",
+        ".sd2",
+        ".voc",
+    }
+)
 
 # (mono float32 block, its sample rate)
 _Block = tuple[np.ndarray, float]
@@ -51,7 +75,13 @@ def _check_path(path: str | os.PathLike[str]) -> Path:
 
 
 def _open_soundfile(p: Path) -> sf.SoundFile | None:
-    """Open with libsndfile, or None when it does not know the format (then FFmpeg tries)."""
+    """Open with libsndfile, or None when FFmpeg should try instead.
+
+    Only for libsndfile's own formats (and names without an extension): its MP3 support goes
+    through mpg123, which prints to stderr on odd files; FFmpeg handles MP3 and the rest.
+    """
+    if p.suffix.lower() not in _SNDFILE_SUFFIXES:
+        return None
     try:
         return sf.SoundFile(str(p))
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError):

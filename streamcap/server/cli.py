@@ -1,0 +1,271 @@
+"""`streamcap serve` and `streamcap demo` (wired into `streamcap.cli`, which adds the model flags:
+--model, --assistant, --device, --language, --task, --threads)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .app import CaptionServer, ServerConfig
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
+
+
+def _add_common(p: argparse.ArgumentParser, port: int) -> None:
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    g.add_argument("--port", type=int, default=port, help=f"port (default: {port}; 0 = any free)")
+    g.add_argument("--record", metavar="DIR", type=Path, help="append every final to DIR/<stream>.jsonl")
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    _add_common(p, 8765)
+    g = p.add_argument_group("security")
+    g.add_argument(
+        "--publish-token",
+        default=os.environ.get("STREAMCAP_PUBLISH_TOKEN"),
+        help="token needed to publish audio (default: $STREAMCAP_PUBLISH_TOKEN; none = open)",
+    )
+    g.add_argument(
+        "--view-token",
+        default=os.environ.get("STREAMCAP_VIEW_TOKEN"),
+        help="token needed to view captions (default: $STREAMCAP_VIEW_TOKEN; none = open)",
+    )
+    g.add_argument("--tls-cert", type=Path, help="PEM certificate: serve https/wss")
+    g.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
+    g.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="browser origin allowed besides the server's own, e.g. https://obs.example; "
+        "'*' allows any (repeatable)",
+    )
+    g = p.add_argument_group("limits")
+    d = ServerConfig()
+    g.add_argument("--max-streams", type=int, default=d.max_streams, help="publishers at once")
+    g.add_argument("--max-viewers", type=int, default=d.max_viewers, help="viewers at once")
+    g.add_argument(
+        "--max-frame-bytes", type=int, default=d.max_frame_bytes, help="largest audio frame"
+    )
+    g.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d.idle_timeout_s,
+        metavar="S",
+        help="close a publisher silent on the wire this long",
+    )
+    g.add_argument(
+        "--burst",
+        type=float,
+        default=d.burst_s,
+        metavar="S",
+        help="seconds of audio a publisher may run ahead of real time (0 = no flood guard)",
+    )
+    g.add_argument(
+        "--unknown-stream",
+        choices=["wait", "reject"],
+        default=d.unknown_stream,
+        help="viewer of a stream with no publisher yet: wait for it, or close 1008",
+    )
+    g.add_argument(
+        "--retain-streams", type=int, default=d.retain_streams, help="ended streams kept for replay"
+    )
+    g.add_argument("--web-dir", type=Path, help=argparse.SUPPRESS)
+
+
+def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    _add_common(p, 0)
+    p.add_argument("--stream", default="demo", help="stream id (default: demo)")
+    p.add_argument("--sample", type=Path, default=SAMPLE, help="speech file to replay")
+    p.add_argument(
+        "--keep-serving", action="store_true", help="keep the server running after the sample"
+    )
+
+
+def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConfig:
+    if demo:
+        return ServerConfig(
+            host=args.host,
+            port=args.port,
+            record_dir=args.record,
+            default_language=getattr(args, "language", None),
+        )
+    burst = args.burst if args.burst and args.burst > 0 else None
+    return ServerConfig(
+        host=args.host,
+        port=args.port,
+        publish_token=args.publish_token or None,
+        view_token=args.view_token or None,
+        allowed_origins=tuple(args.allow_origin),
+        max_streams=args.max_streams,
+        max_viewers=args.max_viewers,
+        max_frame_bytes=args.max_frame_bytes,
+        idle_timeout_s=args.idle_timeout,
+        burst_s=burst,
+        unknown_stream=args.unknown_stream,
+        retain_streams=args.retain_streams,
+        record_dir=args.record,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        web_dir=args.web_dir,
+        default_language=getattr(args, "language", None),
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _start_worker(args: argparse.Namespace) -> Any:
+    from streamcap.cli import make_engine
+    from streamcap.worker import InferenceWorker
+
+    worker = InferenceWorker(make_engine(args))
+    worker.start()
+    return worker
+
+
+async def _run_until_signal(server: CaptionServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("streamcap: shutting down (finishing open utterances)...", file=sys.stderr)
+    await server.close()
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    config = server_config(args)
+    err = Console(stderr=True)
+    if not _is_loopback(config.host):
+        if config.publish_token is None:
+            err.print(
+                "[yellow]warning:[/] listening beyond this machine with no --publish-token: "
+                "anyone who can reach it can use your CPU"
+            )
+        if not config.tls:
+            err.print(
+                "[yellow]note:[/] browsers only allow the microphone on https or localhost: "
+                "add --tls-cert/--tls-key for the mic page from other machines"
+            )
+    err.print("loading model...")
+    worker = _start_worker(args)
+
+    async def main() -> None:
+        server = CaptionServer(config, worker)
+        await server.start()
+        err.print(f"[bold]streamcap serving[/] on {server.url('/')}")
+        err.print(f"  mic page   {server.url('/')}")
+        err.print(f"  overlay    {server.url('/overlay')}?stream=ID")
+        err.print(f"  ingest     {server.url('/ingest', websocket=True)}?stream=ID")
+        err.print(f"  captions   {server.url('/captions', websocket=True)}?stream=ID&since=0")
+        err.print(f"  metrics    {server.url('/metrics')}")
+        await _run_until_signal(server)
+
+    try:
+        asyncio.run(main())
+    finally:
+        worker.stop()
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from streamcap.audio import load_audio
+
+    audio = load_audio(args.sample)  # fails early and clearly on a bad file
+    config = server_config(args, demo=True)
+    out = Console()
+    out.print("loading model...", style="dim")
+    worker = _start_worker(args)
+    try:
+        return asyncio.run(_demo(config, worker, audio, args, out))
+    finally:
+        worker.stop()
+
+
+async def _demo(
+    config: ServerConfig, worker: Any, audio: Any, args: argparse.Namespace, out: Any
+) -> int:
+    from rich.text import Text
+
+    from .client import publish, watch, ws_url
+
+    server = CaptionServer(config, worker)
+    await server.start()
+    stream = args.stream
+    out.print(f"[bold]streamcap demo[/]: server on {server.url('/')}")
+    out.print(f"overlay: [link]{server.url('/overlay')}?stream={stream}[/link]")
+    base = server.url("", websocket=True)
+    finals: list[str] = []
+    live = {"partial": ""}
+
+    async def viewer() -> None:
+        async for ev in watch(ws_url(base, "captions", stream, since=0)):
+            if ev.get("type") == "final":
+                if live["partial"] and out.is_terminal:
+                    out.file.write("\r\x1b[2K")
+                live["partial"] = ""
+                text = ev["text"].strip()
+                if text:
+                    finals.append(text)
+                    line = Text(f"[{ev['start']:6.2f}-{ev['end']:6.2f}] ", style="dim")
+                    line.append(text, style="bold")
+                    line.append(f"  ({ev['latency_ms']:.0f} ms)", style="dim")
+                    out.print(line)
+            elif ev.get("type") == "partial" and out.is_terminal:
+                live["partial"] = ev["text"].strip()
+                width = max(10, out.width - 4)
+                shown = live["partial"][-width:]
+                out.file.write(f"\r\x1b[2K\x1b[2m… {shown}\x1b[0m")
+                out.file.flush()
+
+    watcher = asyncio.create_task(viewer())
+    seconds = len(audio) / 16000
+    out.print(f"replaying {args.sample.name} ({seconds:.1f} s) as live stream {stream!r}...")
+    t0 = time.monotonic()
+    try:
+        await publish(ws_url(base, "ingest", stream), audio, 16000)
+        entry = server.hub.get(stream)
+        # The publisher's close comes after the last final; give the viewer a moment to print it.
+        deadline = time.monotonic() + 5
+        while entry is not None and time.monotonic() < deadline:
+            if not entry.log.finals() or entry.log.last_seq == 0:
+                break
+            if all(v.cursor >= entry.log.last_seq for v in entry.viewers):
+                break
+            await asyncio.sleep(0.05)
+        out.print(
+            f"[green]done[/]: {len(finals)} final caption(s) in {time.monotonic() - t0:.1f} s "
+            f"for {seconds:.1f} s of audio"
+        )
+        if args.keep_serving:
+            out.print(f"still serving on {server.url('/')} — Ctrl-C to stop")
+            out.print(f"open the mic page {server.url('/')} or the overlay above")
+            await _run_until_signal(server)
+            return 0
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+        await server.close()
+    return 0 if finals else 1

@@ -1,0 +1,89 @@
+"""Plain HTTP on the WebSocket port: pages, static files, health, metrics, subtitles.
+
+Pure functions from a request path to a `websockets` `Response`; the server decides which
+requests reach here (those that are not WebSocket upgrades).
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+from collections.abc import Callable
+from http import HTTPStatus
+from pathlib import Path
+from urllib.parse import unquote
+
+from websockets.datastructures import Headers
+from websockets.http11 import Response
+
+import streamcap
+
+#: HTML pages by path.
+PAGES = {"/": "index.html", "/index.html": "index.html", "/overlay": "overlay.html"}
+SUBTITLE_RE = re.compile(r"/streams/([A-Za-z0-9_.-]{1,64})\.(srt|vtt)")
+_STATIC_RE = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*")
+
+# Pages talk to this same server only; an overlay may be framed by anything (OBS, players).
+_CSP = (
+    "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; "
+    "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; frame-ancestors *"
+)
+_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+}
+
+
+def default_web_dir() -> Path:
+    """`web/` next to the package (a source checkout or an editable install)."""
+    return Path(streamcap.__file__).resolve().parent.parent / "web"
+
+
+def response(
+    status: HTTPStatus,
+    body: bytes | str,
+    content_type: str = "text/plain; charset=utf-8",
+    extra: tuple[tuple[str, str], ...] = (),
+) -> Response:
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    headers = Headers(
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(data))),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Connection", "close"),
+            *extra,
+        ]
+    )
+    return Response(status.value, status.phrase, headers, data)
+
+
+def text(status: HTTPStatus, message: str) -> Response:
+    return response(status, message.rstrip("\n") + "\n")
+
+
+def static_file(web_dir: Path, rel: str) -> Response:
+    """A file under `web_dir`; only plain names (no `..`, no hidden files) are served."""
+    rel = unquote(rel)
+    if not _STATIC_RE.fullmatch(rel) or any(p.startswith(".") for p in rel.split("/")):
+        return text(HTTPStatus.NOT_FOUND, "not found")
+    root = web_dir.resolve()
+    path = (root / rel).resolve()
+    if root not in path.parents or not path.is_file():
+        return text(HTTPStatus.NOT_FOUND, "not found")
+    suffix = path.suffix.lower()
+    ctype = _TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    extra = (("Content-Security-Policy", _CSP),) if suffix == ".html" else ()
+    return response(HTTPStatus.OK, path.read_bytes(), ctype, extra)
+
+
+def subtitles(kind: str, render: Callable[[], str], stream: str) -> Response:
+    ctype = "text/vtt; charset=utf-8" if kind == "vtt" else "application/x-subrip; charset=utf-8"
+    disposition = ("Content-Disposition", f'inline; filename="{stream}.{kind}"')
+    return response(HTTPStatus.OK, render(), ctype, (disposition,))

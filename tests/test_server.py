@@ -1,0 +1,478 @@
+"""The caption server for real: 127.0.0.1 sockets, the bundled Whisper base model, real speech.
+
+One worker (and model) serves every server in this module. Publishers replay clips from
+tests/data at real-time pace, as a microphone would. No timing is asserted, only what arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from streamcap.audio.pcm import float_to_pcm
+from streamcap.server.app import ServerConfig, ServerThread
+from streamcap.server.client import publish, watch, ws_url
+
+pytestmark = pytest.mark.model
+
+PUB, VIEW = "pub-secret", "view-secret"
+FRAME_LIMIT = 256 * 1024
+SR = 16000
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
+
+
+def recall(hyp: str, ref: str) -> float:
+    """Share of reference words found in the hypothesis (order-free, robust to punctuation)."""
+    h = words(hyp)
+    ref_words = words(ref)
+    return sum(1 for w in ref_words if w in h) / len(ref_words)
+
+
+def padded(audio: np.ndarray, before: float = 0.3, after: float = 1.0) -> np.ndarray:
+    z = np.zeros
+    return np.concatenate([z(int(before * SR), np.float32), audio, z(int(after * SR), np.float32)])
+
+
+@pytest.fixture(scope="module")
+def worker(engine: Any) -> Iterator[Any]:
+    from streamcap.worker import InferenceWorker
+
+    w = InferenceWorker(engine).start()
+    yield w
+    w.stop()
+
+
+@pytest.fixture(scope="module")
+def server(worker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
+    config = ServerConfig(
+        port=0,
+        publish_token=PUB,
+        view_token=VIEW,
+        allowed_origins=("https://studio.example",),
+        max_streams=4,
+        max_frame_bytes=FRAME_LIMIT,
+        record_dir=tmp_path_factory.mktemp("record"),
+    )
+    with ServerThread(config, worker) as srv:
+        yield srv
+
+
+def base(srv: ServerThread) -> str:
+    return srv.url("", websocket=True)
+
+
+class Collector:
+    """A viewer on its own thread (asyncio client) collecting events of one stream."""
+
+    def __init__(self, srv: ServerThread, stream: str, since: int = 0, token: str = VIEW) -> None:
+        self.url = ws_url(base(srv), "captions", stream, since=since, token=token)
+        self.events: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self.error: BaseException | None = None
+        self._thread.start()
+
+    async def _run(self) -> None:
+        try:
+            async for ev in watch(self.url):
+                self.events.append(ev)
+                if self._stop.is_set():
+                    return
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    def finals(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == "final"]
+
+    def text(self) -> str:
+        return " ".join(e["text"] for e in self.finals())
+
+    def wait_for(self, pred: Any, timeout: float = 60) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred(self):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def run_publish(srv: ServerThread, stream: str, audio: np.ndarray, **kw: Any) -> float:
+    url = ws_url(base(srv), "ingest", stream, token=PUB)
+    return asyncio.run(publish(url, audio, SR, **kw))
+
+
+def expect_close(ws: ClientConnection, code: int) -> dict[str, Any] | None:
+    """Read until the server closes; the error frame before the close names the same code."""
+    error = None
+    with pytest.raises(ConnectionClosed) as info:
+        for _ in range(1000):
+            msg = ws.recv(timeout=30)
+            if isinstance(msg, str) and json.loads(msg).get("type") == "error":
+                error = json.loads(msg)
+    assert info.value.rcvd is not None, "closed without a close frame"
+    assert info.value.rcvd.code == code, info.value.rcvd
+    if error is not None:
+        assert error["code"] == code
+    return error
+
+
+def ingest(srv: ServerThread, stream: str = "bad", token: str | None = PUB, **kw: Any) -> Any:
+    return connect(ws_url(base(srv), "ingest", stream, token=token), **kw)
+
+
+START = {"type": "start", "sample_rate": SR, "format": "pcm_s16le", "channels": 1}
+
+
+def started(srv: ServerThread, stream: str = "bad") -> ClientConnection:
+    ws = ingest(srv, stream)
+    ws.send(json.dumps(START))
+    assert json.loads(ws.recv(timeout=10))["type"] == "ready"
+    return ws
+
+
+def http_get(url: str, context: ssl.SSLContext | None = None) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=context) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode("utf-8")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode("utf-8")
+
+
+# --------------------------------------------------------------------------- real speech
+
+
+def test_one_publisher_gets_partials_and_final(server: ServerThread, speech: dict) -> None:
+    ref = "and mister john dashwood had then leisure to consider how much there might be"
+    viewer = Collector(server, "solo")
+    run_publish(server, "solo", padded(speech["en_real_librivox_0870"]))
+    assert viewer.wait_for(lambda v: v.finals() and recall(v.text(), ref) > 0.8, 30), viewer.events
+    viewer.stop()
+    kinds = [e["type"] for e in viewer.events]
+    assert "partial" in kinds and "final" in kinds
+    seqs = [e["seq"] for e in viewer.events]
+    assert seqs == sorted(set(seqs)) and seqs[0] >= 1
+    assert all(e["stream"] == "solo" for e in viewer.events)
+    assert set(viewer.events[0]) == {
+        "type", "stream", "seq", "segment", "text", "start", "end", "committed_chars",
+        "latency_ms",
+    }  # fmt: skip
+
+    # Every final was recorded as it happened, and is served as SRT/VTT.
+    record = server.config.record_dir
+    assert record is not None
+    lines = (record / "solo.jsonl").read_text().splitlines()
+    assert [json.loads(x)["text"] for x in lines] == [e["text"] for e in viewer.finals()]
+    status, ctype, srt = http_get(server.url(f"/streams/solo.srt?token={VIEW}"))
+    assert status == 200 and "subrip" in ctype and "-->" in srt
+    assert recall(srt, "john dashwood") == 1.0
+    status, ctype, vtt = http_get(server.url(f"/streams/solo.vtt?token={VIEW}"))
+    assert status == 200 and vtt.startswith("WEBVTT")
+    assert http_get(server.url("/streams/solo.srt"))[0] == 401
+    assert http_get(server.url(f"/streams/nobody.srt?token={VIEW}"))[0] == 404
+
+
+def test_two_publishers_several_viewers(server: ServerThread, speech: dict) -> None:
+    clips = {"left": "en_real_goforward", "right": "en_tts_piper_joe_s07"}
+    refs = {"left": "go forward ten meters", "right": "the last five minutes for questions"}
+    # Viewers connect before their streams exist: they wait for them (unknown_stream="wait").
+    viewers = {s: [Collector(server, s) for _ in range(3)] for s in clips}
+    time.sleep(0.3)
+    threads = [
+        threading.Thread(target=run_publish, args=(server, s, padded(speech[c])))
+        for s, c in clips.items()
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for stream, group in viewers.items():
+        for v in group:
+            assert v.wait_for(lambda v, r=refs[stream]: recall(v.text(), r) >= 0.75, 30), (
+                stream,
+                v.events,
+            )
+            assert all(e["stream"] == stream for e in v.events)
+        # Every viewer of a stream got the same finals (partials may be coalesced).
+        finals = [[(e["seq"], e["text"]) for e in v.finals()] for v in group]
+        assert all(f == finals[0] for f in finals), finals
+        for v in group:
+            v.stop()
+
+
+def test_reconnect_with_since_misses_nothing(server: ServerThread, speech: dict) -> None:
+    stream = "reconnect"
+    first = Collector(server, stream)
+    pub = threading.Thread(target=run_publish, args=(server, stream, padded(speech["en_real_jfk"])))
+    pub.start()
+    assert first.wait_for(lambda v: len(v.events) >= 1, 30)
+    first.stop()  # drops the connection after its next event
+    assert first.wait_for(lambda v: not v._thread.is_alive(), 30)
+    last = first.events[-1]["seq"]
+    time.sleep(2.0)  # events happen while it is away
+    second = Collector(server, stream, since=last)
+    pub.join(60)
+    everything = Collector(server, stream, since=0)
+    ref = "ask not what your country can do for you ask what you can do for your country"
+    assert everything.wait_for(lambda v: recall(v.text(), ref) > 0.8, 30), everything.events
+    final_seqs = {e["seq"] for e in everything.finals()}
+    first_seqs = {e["seq"] for e in first.finals()}
+    assert second.wait_for(lambda v: first_seqs | {e["seq"] for e in v.finals()} >= final_seqs, 30)
+    got = {e["seq"] for e in first.finals()} | {e["seq"] for e in second.finals()}
+    assert got == final_seqs
+    assert all(e["seq"] > last for e in second.events)
+    # Replay of an ended stream rebuilds the same screen: every final, in order.
+    assert [e["text"] for e in everything.finals()] == [
+        e["text"] for e in sorted(first.finals() + second.finals(), key=lambda e: e["seq"])
+    ]
+    for v in (second, everything):
+        v.stop()
+
+
+def test_abrupt_disconnect_still_gets_final(server: ServerThread, speech: dict) -> None:
+    stream = "abrupt"
+    viewer = Collector(server, stream)
+    audio = speech["en_real_librivox_0880"]  # "he was not an ill disposed young man"
+    ws = started(server, stream)
+    t0 = time.monotonic()
+    cut = int(2.2 * SR)  # mid-utterance: the speaker is still talking
+    for k, i in enumerate(range(0, cut, SR // 10)):
+        time.sleep(max(0.0, t0 + k * 0.1 - time.monotonic()))
+        ws.send(float_to_pcm(audio[i : min(i + SR // 10, cut)]))
+    ws.socket.shutdown(socket.SHUT_RDWR)  # no close frame: the connection just dies
+    ws.socket.close()
+    ok = viewer.wait_for(lambda v: recall(v.text(), "he was not an ill") >= 0.6, 60)
+    assert ok, viewer.events
+    viewer.stop()
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.fixture(scope="module")
+def background(server: ServerThread, speech: dict) -> Iterator[dict[str, Any]]:
+    """A good stream publishing all through the bad-input tests (the server must keep serving)."""
+    viewer = Collector(server, "steady")
+    state: dict[str, Any] = {"viewer": viewer, "error": None}
+
+    def run() -> None:
+        try:
+            run_publish(server, "steady", padded(speech["en_real_jfk"]))
+        except BaseException as e:  # noqa: BLE001
+            state["error"] = e
+
+    state["thread"] = threading.Thread(target=run, daemon=True)
+    state["thread"].start()
+    yield state
+    viewer.stop()
+
+
+def _pcm(seconds: float) -> bytes:
+    return float_to_pcm(np.zeros(int(seconds * SR), np.float32))
+
+
+@pytest.mark.parametrize(
+    "name, steps, code",
+    [
+        ("malformed json", ["{not json"], 1003),
+        ("json not an object", ["[1, 2]"], 1003),
+        ("unknown type", [START, {"type": "pause"}], 1003),
+        ("duplicate start", [START, START], 1003),
+        ("audio before start", [b"\x00\x00" * 160], 1003),
+        ("odd-length pcm", [START, b"\x00\x00\x00"], 1003),
+        ("bad format", [{**START, "format": "mp3"}], 1003),
+        ("bad rate", [{**START, "sample_rate": 96000}], 1003),
+        ("too-low rate", [{**START, "sample_rate": 4000}], 1003),
+        ("unknown start field", [{**START, "langauge": "en"}], 1003),
+        ("oversize frame", [START, b"\x00" * (FRAME_LIMIT + 2)], 1009),
+        ("flood", [START, _pcm(2.0), _pcm(2.0), _pcm(2.0), _pcm(2.0)], 1008),
+        ("stop closes normally", [START, {"type": "stop"}], 1000),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_bad_ingest_input(
+    server: ServerThread, background: dict, name: str, steps: list, code: int
+) -> None:
+    with ingest(server, f"bad-{name.replace(' ', '-')}") as ws:
+        for i, step in enumerate(steps):
+            if isinstance(step, dict):
+                ws.send(json.dumps(step))
+            else:
+                ws.send(step)
+            if i == 0 and step == START:
+                assert json.loads(ws.recv(timeout=10))["type"] == "ready"
+        expect_close(ws, code)
+
+
+@pytest.mark.parametrize("route", ["ingest", "captions"])
+@pytest.mark.parametrize("token", [None, "wrong", PUB + "x"])
+def test_wrong_or_missing_token(
+    server: ServerThread, background: dict, route: str, token: str | None
+) -> None:
+    if route == "captions" and token == PUB + "x":
+        token = PUB  # the publish token does not let anyone view
+    with connect(ws_url(base(server), route, "steady", token=token)) as ws:
+        err = expect_close(ws, 1008)
+    assert err is not None and "token" in err["reason"]
+
+
+def test_bearer_token_header_works(server: ServerThread, background: dict) -> None:
+    headers = {"Authorization": f"Bearer {VIEW}"}
+    with connect(ws_url(base(server), "captions", "steady"), additional_headers=headers) as ws:
+        ev = json.loads(ws.recv(timeout=60))  # the background stream is live
+    assert ev["stream"] == "steady"
+
+
+@pytest.mark.parametrize(
+    "origin, allowed",
+    [
+        ("https://evil.example", False),
+        ("null", False),
+        ("https://studio.example", True),  # on the allow-list
+        (None, True),  # not a browser
+        ("same", True),
+    ],
+)
+def test_origin_check(server: ServerThread, origin: str | None, allowed: bool) -> None:
+    if origin == "same":
+        origin = f"http://127.0.0.1:{server.port}"
+    url = ws_url(base(server), "captions", "steady", token=VIEW)
+    if allowed:
+        with connect(url, origin=origin):  # type: ignore[arg-type]
+            pass
+    else:
+        with pytest.raises(InvalidStatus) as info:
+            connect(url, origin=origin)  # type: ignore[arg-type]
+        assert info.value.response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    "path", ["/ingest?token=x", "/ingest?stream=a%20b&token=x", "/captions?stream=s&since=-1"]
+)
+def test_bad_path_parameters(server: ServerThread, path: str) -> None:
+    with connect(base(server) + path) as ws:
+        expect_close(ws, 1003 if "since" in path else 1008)
+
+
+def test_second_publisher_on_a_live_stream_is_refused(
+    server: ServerThread, background: dict
+) -> None:
+    assert background["viewer"].wait_for(lambda v: v.events, 60)
+    with ingest(server, "steady") as ws:
+        err = expect_close(ws, 1008)
+    assert err is not None and "already" in err["reason"]
+
+
+def test_background_stream_was_not_disturbed(background: dict) -> None:
+    background["thread"].join(120)
+    assert background["error"] is None
+    ref = "ask not what your country can do for you ask what you can do for your country"
+    viewer = background["viewer"]
+    assert viewer.wait_for(lambda v: recall(v.text(), ref) > 0.8, 30), viewer.events
+
+
+# --------------------------------------------------------------------------- limits, HTTP, TLS
+
+
+def test_limits_and_unknown_stream_reject(worker: Any) -> None:
+    config = ServerConfig(
+        port=0, max_streams=1, max_viewers=1, idle_timeout_s=2.0, unknown_stream="reject"
+    )
+    with ServerThread(config, worker) as srv:
+        b = base(srv)
+        with connect(ws_url(b, "captions", "ghost")) as ws:
+            err = expect_close(ws, 1008)
+        assert err is not None and "unknown stream" in err["reason"]
+        with connect(ws_url(b, "ingest", "one")) as one:
+            one.send(json.dumps(START))
+            assert json.loads(one.recv(timeout=10))["type"] == "ready"
+            with connect(ws_url(b, "ingest", "two")) as two:
+                err = expect_close(two, 1008)
+            assert err is not None and "limit" in err["reason"]
+            with connect(ws_url(b, "captions", "one")) as v1:
+                with connect(ws_url(b, "captions", "one")) as v2:
+                    err = expect_close(v2, 1008)
+                assert err is not None and "viewers" in err["reason"]
+                v1.close()
+            err = expect_close(one, 1008)  # idle: nothing sent for 2 s
+        assert err is not None and "nothing received" in err["reason"]
+
+
+def test_http_routes(server: ServerThread) -> None:
+    status, ctype, body = http_get(server.url("/"))
+    assert status == 200 and ctype.startswith("text/html") and "getUserMedia" in body
+    status, ctype, body = http_get(server.url("/overlay"))
+    assert status == 200 and "CaptionConnection" in body
+    status, ctype, body = http_get(server.url("/static/mic-worklet.js"))
+    assert status == 200 and "javascript" in ctype and "registerProcessor" in body
+    assert http_get(server.url("/healthz"))[0] == 200
+    for bad in ("/static/..%2Fpyproject.toml", "/static/.hidden", "/nope", "/static/"):
+        assert http_get(server.url(bad))[0] == 404, bad
+    assert http_get(server.url("/captions"))[0] == 426
+
+
+def test_metrics(server: ServerThread) -> None:
+    status, ctype, body = http_get(server.url("/metrics"))
+    assert status == 200 and ctype.startswith("text/plain")
+    values = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    for name in (
+        "streamcap_streams",
+        "streamcap_viewers",
+        "streamcap_audio_seconds_total",
+        "streamcap_decode_seconds_total",
+        "streamcap_queue_depth",
+        "streamcap_final_latency_seconds_count",
+        "streamcap_drafted_tokens_total",
+        "streamcap_accepted_tokens_total",
+    ):
+        assert name in values, name
+    assert values["streamcap_audio_seconds_total"] > 5
+    assert values["streamcap_final_latency_seconds_count"] >= 1
+    assert values['streamcap_captions_total{type="final"}'] >= 1
+    assert values['streamcap_connections_refused_total{reason="auth"}'] >= 1
+
+
+def test_tls(worker: Any, tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    config = ServerConfig(port=0, tls_cert=cert, tls_key=key, view_token=VIEW)
+    ctx = ssl.create_default_context(cafile=str(cert))
+    with ServerThread(config, worker) as srv:
+        assert srv.url("/").startswith("https://")
+        assert http_get(srv.url("/healthz"), ctx)[0] == 200
+        url = ws_url(srv.url("", websocket=True), "captions", "x", token="nope")
+        assert url.startswith("wss://")
+        with connect(url, ssl=ctx) as ws:
+            expect_close(ws, 1008)
+        with pytest.raises(Exception):  # noqa: B017 - plain ws to the TLS port: no handshake
+            connect(ws_url(f"ws://127.0.0.1:{srv.port}", "captions", "x"), open_timeout=5)

@@ -1,0 +1,209 @@
+// Shared by the mic page and the overlay: caption state, a self-healing viewer connection,
+// and a line layout that never moves a committed word. Plain ES2020, no build step.
+"use strict";
+
+/** What a viewer has on screen: committed finals (append-only) and the current partial. */
+class CaptionModel {
+  constructor(maxFinals = 200) {
+    this.maxFinals = maxFinals;
+    this.reset();
+  }
+
+  reset() {
+    this.lastSeq = 0;
+    this.finals = []; // {segment, text}
+    this.partial = null; // latest partial event not yet superseded by a final
+    this.generation = (this.generation || 0) + 1; // bumps when the stream restarts
+  }
+
+  /** Apply one wire event; returns "final", "partial", "reset+…" or "" (ignored). */
+  apply(ev) {
+    if (!ev || (ev.type !== "partial" && ev.type !== "final") || !Number.isInteger(ev.seq)) {
+      return "";
+    }
+    let tag = "";
+    if (ev.seq <= this.lastSeq) {
+      // seq never goes back within one stream: the server restarted and the stream began anew.
+      this.reset();
+      tag = "reset+";
+    }
+    this.lastSeq = ev.seq;
+    if (ev.type === "final") {
+      const text = (ev.text || "").trim();
+      if (text) this.finals.push({ segment: ev.segment, text });
+      if (this.finals.length > this.maxFinals) this.finals.splice(0, this.finals.length - this.maxFinals);
+      if (this.partial && this.partial.segment <= ev.segment) this.partial = null;
+      return tag + "final";
+    }
+    if (!this.partial || ev.segment >= this.partial.segment) this.partial = ev;
+    return tag + "partial";
+  }
+
+  /** The current partial as [stable, rest]: its first `committed_chars` characters are
+   *  locked words that will not change (they come back in a final); the rest may. */
+  partialParts() {
+    const p = this.partial;
+    if (!p || !p.text) return ["", ""];
+    const n = Math.max(0, Math.min(p.text.length, p.committed_chars || 0));
+    return [p.text.slice(0, n).trim(), p.text.slice(n).trim()];
+  }
+
+  partialText() {
+    return this.partial ? (this.partial.text || "").trim() : "";
+  }
+
+  committedText() {
+    return this.finals.map((f) => f.text).join(" ");
+  }
+}
+
+/** Keeps one /captions connection alive: reconnects with backoff and resumes from the last
+ *  seq it saw, so nothing is missed. `onEvent(ev)`, `onStatus(state, detail)`. */
+class CaptionConnection {
+  constructor({ server, stream, token, model, onEvent, onStatus }) {
+    this.server = server;
+    this.stream = stream;
+    this.token = token;
+    this.model = model;
+    this.onEvent = onEvent || (() => {});
+    this.onStatus = onStatus || (() => {});
+    this.delay = 500;
+    this.closed = false;
+    this.ws = null;
+    this.timer = null;
+  }
+
+  url() {
+    const q = new URLSearchParams({ stream: this.stream, since: String(this.model.lastSeq) });
+    if (this.token) q.set("token", this.token);
+    return `${this.server}/captions?${q}`;
+  }
+
+  open() {
+    if (this.closed) return;
+    let ws;
+    try {
+      ws = new WebSocket(this.url());
+    } catch (e) {
+      this.onStatus("error", String(e));
+      this.retry();
+      return;
+    }
+    this.ws = ws;
+    ws.onopen = () => this.onStatus("live", "");
+    ws.onmessage = (e) => {
+      let ev;
+      try {
+        ev = JSON.parse(e.data);
+      } catch (_) {
+        return;
+      }
+      if (ev.type === "error") {
+        this.onStatus("error", `${ev.code}: ${ev.reason}`);
+        return;
+      }
+      this.delay = 500; // data flows: the next drop reconnects quickly again
+      this.onEvent(ev);
+    };
+    ws.onclose = (e) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if (this.closed) return;
+      this.onStatus("reconnecting", e.code ? `${e.code} ${e.reason || ""}`.trim() : "");
+      this.retry();
+    };
+  }
+
+  retry() {
+    const wait = this.delay * (0.75 + Math.random() * 0.5);
+    this.delay = Math.min(this.delay * 2, 15000);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.open(), wait);
+  }
+
+  close() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    if (this.ws) this.ws.close(1000);
+    this.ws = null;
+  }
+}
+
+/** Greedy word wrap done incrementally: committed words are placed once and never move
+ *  (a greedy line depends only on the words before it), partial words flow after them. */
+class LineLayout {
+  constructor(measure, maxWidth, keepLines = 40) {
+    this.measure = measure; // word -> px
+    this.maxWidth = maxWidth;
+    this.keepLines = keepLines;
+    this.space = measure(" ");
+    this.clear();
+  }
+
+  clear() {
+    this.frozen = []; // finished lines: arrays of words
+    this.base = 0; // absolute index of frozen[0]
+    this.open = []; // committed words of the last, unfinished line
+    this.openWidth = 0;
+  }
+
+  _place(lines, state, word, cls) {
+    const w = this.measure(word);
+    const add = state.line.length ? this.space + w : w;
+    if (state.line.length && state.width + add > this.maxWidth) {
+      lines.push(state.line);
+      state.line = [];
+      state.width = 0;
+    }
+    state.line.push({ text: word, cls });
+    state.width += state.line.length > 1 ? this.space + w : w;
+  }
+
+  commit(text) {
+    const state = { line: this.open, width: this.openWidth };
+    const done = [];
+    for (const word of text.split(/\s+/).filter(Boolean)) this._place(done, state, word, "committed");
+    this.frozen.push(...done);
+    this.open = state.line;
+    this.openWidth = state.width;
+    const extra = this.frozen.length - this.keepLines;
+    if (extra > 0) {
+      this.frozen.splice(0, extra);
+      this.base += extra;
+    }
+  }
+
+  /** End the open line (the next word starts a new one); returns the next line's index. */
+  breakLine() {
+    if (this.open.length) {
+      this.frozen.push(this.open);
+      this.open = [];
+      this.openWidth = 0;
+    }
+    return this.base + this.frozen.length;
+  }
+
+  /** All kept lines with the partial appended (`parts`: [[text, cls], ...]), and the
+   *  absolute index of the first. */
+  lines(parts) {
+    const out = this.frozen.slice();
+    const state = { line: this.open.slice(), width: this.openWidth };
+    for (const [text, cls] of parts || []) {
+      for (const word of (text || "").split(/\s+/).filter(Boolean)) this._place(out, state, word, cls);
+    }
+    if (state.line.length) out.push(state.line);
+    return { lines: out, base: this.base };
+  }
+}
+
+/** Page helpers. */
+function captionParams() {
+  return new URLSearchParams(window.location.search);
+}
+
+function defaultServer() {
+  const proto = window.location.protocol === "https:" ? "wss:" : "ws:";
+  return `${proto}//${window.location.host}`;
+}
+
+window.Streamcap = { CaptionModel, CaptionConnection, LineLayout, captionParams, defaultServer };
