@@ -45,7 +45,7 @@ class LiveConfig:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     lock_language: bool = True
     partial_context_margin_s: float | None = 1.0
-    partial_context_min_s: float = 2.0
+    partial_context_min_s: float = 5.0
 
     def __post_init__(self) -> None:
         if self.task not in ("transcribe", "translate"):
@@ -99,6 +99,8 @@ class LiveStream:
         self._language = self.config.language
         self.fed_s = 0.0
         self.errors: list[BaseException] = []
+        #: Called with every finished decode job of this stream (metrics, evaluation).
+        self.decode_observer: Callable[[DecodeJob, JobOutcome], None] | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -214,6 +216,8 @@ class LiveStream:
             self._outstanding -= 1
             if outcome.error is not None:
                 self.errors.append(outcome.error)
+            if self.decode_observer is not None and not outcome.dropped:
+                self.decode_observer(job, outcome)
             result = outcome.result
             if (
                 result is not None

@@ -127,3 +127,23 @@ def test_draft_length_adapts():
     assert k.k == 12
     k.update(0, 0)
     assert k.k == 12
+
+
+def test_drafter_that_does_not_pay_is_switched_off_and_probed():
+    k = DraftLength(k=8, probe_every=4)
+    for _ in range(10):
+        k.update(k.next_k(), 0)
+    assert not k.enabled
+    ks = [k.next_k() for _ in range(8)]
+    assert ks.count(0) == 6 and ks.count(k.k_min) == 2  # rare small probes
+    for _ in range(12):  # the drafter starts paying again: probes re-enable it
+        k.update(4, 4)
+    assert k.enabled and k.next_k() > k.k_min
+
+
+def test_switched_off_drafter_still_gives_exact_output():
+    guard = LoopGuard()
+    ref = greedy(200, guard)
+    wrong = FixedDrafter([(t % 50) + 1 for t in ref])  # always off by one
+    out, passes = speculative(wrong, 200, guard)
+    assert out == ref

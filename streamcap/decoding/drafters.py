@@ -56,6 +56,7 @@ class HypothesisDrafter:
     """
 
     name = "hypothesis"
+    free = True  # proposing costs nothing: no model runs
 
     def __init__(
         self, hypothesis: Sequence[int], eot: int | None = None, max_anchor: int = 3

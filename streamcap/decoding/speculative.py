@@ -154,6 +154,7 @@ class SpeculativeDecoder:
         drafter: Drafter | None = None,
         duration_s: float = 30.0,
         guard: LoopGuard | None = None,
+        draft_length: DraftLength | None = None,
     ) -> DecodeResult:
         """Greedy decode of one window, verifying drafts from ``drafter``."""
         t0 = time.perf_counter()
@@ -173,7 +174,11 @@ class SpeculativeDecoder:
         budget = guard.token_budget(duration_s, spec.max_length - len(prefix))
         sot_row = prefix.index(spec.sot)
         drafter.begin(prefix)
-        k = DraftLength(k=options.initial_draft, k_max=options.max_draft)
+        # a free drafter (the previous hypothesis) may propose all it has at once
+        free = getattr(drafter, "free", False)
+        k = draft_length or DraftLength(
+            k=options.max_draft if free else options.initial_draft, k_max=options.max_draft
+        )
         cache = self._new_cache()
         generated: list[int] = []
         pending = list(prefix)  # tokens whose keys/values are not in the cache yet
@@ -182,7 +187,8 @@ class SpeculativeDecoder:
         first = True
         while stopped_by is None:
             room = budget - len(generated)
-            draft = list(drafter.propose(generated, min(k.k, room)))[: max(0, room)]
+            want = min(k.next_k(), room)
+            draft = list(drafter.propose(generated, want))[:want] if want > 0 else []
             hidden = self._forward(pending + draft, cache, enc)
             stats.forward_passes += 1
             rows = hidden[len(pending) - 1 :]

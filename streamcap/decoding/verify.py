@@ -64,16 +64,48 @@ def extend(
 
 @dataclass
 class DraftLength:
-    """Adaptive K: grow after a fully accepted draft, shrink after an early rejection."""
+    """Adaptive K, and whether drafting pays at all.
+
+    K grows after a fully accepted draft and shrinks after an early rejection. When recent
+    acceptance (exponentially weighted, by tokens) falls under ``min_rate`` the drafter is
+    switched off; a small probe draft every ``probe_every`` passes lets it earn its way back.
+    Keep one per stream to carry what was learnt across decodes.
+    """
 
     k: int = 8
     k_min: int = 2
     k_max: int = 24
+    min_rate: float = 0.1
+    min_evidence: float = 12.0  # drafted tokens seen before the drafter can be switched off
+    probe_every: int = 16
+    decay: float = 0.9
+    drafted_ewma: float = 0.0
+    accepted_ewma: float = 0.0
+    enabled: bool = True
+    _since_probe: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.accepted_ewma / self.drafted_ewma if self.drafted_ewma else 1.0
+
+    def next_k(self) -> int:
+        """How many tokens to draft on this pass (0: drafting is off for now)."""
+        if self.enabled:
+            return self.k
+        self._since_probe += 1
+        if self._since_probe >= self.probe_every:
+            self._since_probe = 0
+            return self.k_min
+        return 0
 
     def update(self, drafted: int, accepted: int) -> None:
         if drafted == 0:
             return
+        self.drafted_ewma = self.decay * self.drafted_ewma + drafted
+        self.accepted_ewma = self.decay * self.accepted_ewma + accepted
         if accepted == drafted:
             self.k = min(self.k_max, self.k * 2)
         elif accepted < drafted // 2:
             self.k = max(self.k_min, self.k // 2)
+        if self.drafted_ewma >= self.min_evidence or not self.enabled:
+            self.enabled = self.rate >= self.min_rate

@@ -349,6 +349,7 @@ class CaptionServer:
         state = IngestState(max_frame_bytes=cfg.max_frame_bytes, burst_s=cfg.burst_s)
         live: LiveStreamLike | None = None
         resampler: StreamResampler | None = None
+        stopped = False
         try:
             while True:
                 try:
@@ -368,10 +369,7 @@ class CaptionServer:
                         resampler = StreamResampler(m.sample_rate)
                         await ws.send(ready_message(stream, m.sample_rate))
                         continue
-                    # stop: finalise, then close normally once every final is out
-                    await self._finish(live, resampler)
-                    live = None
-                    await ws.close(CloseCode.NORMAL_CLOSURE, "stopped")
+                    stopped = True  # `finally` finalises, then closes normally
                     return
                 now = time.monotonic()
                 samples = state.receive_bytes(msg, now)
@@ -393,6 +391,9 @@ class CaptionServer:
             if writer is not None:
                 writer.close()
             self.hub.release(entry)
+            if stopped:  # every final of the stream is out: the client may rely on that
+                with contextlib.suppress(ConnectionClosed):
+                    await ws.close(CloseCode.NORMAL_CLOSURE, "stopped")
 
     async def _finish(self, live: LiveStreamLike | None, resampler: StreamResampler | None) -> None:
         """Flush the resampler, finalise the open utterance, wait until its final is out."""

@@ -23,7 +23,9 @@ def _add_common(p: argparse.ArgumentParser, port: int) -> None:
     g = p.add_argument_group("server")
     g.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     g.add_argument("--port", type=int, default=port, help=f"port (default: {port}; 0 = any free)")
-    g.add_argument("--record", metavar="DIR", type=Path, help="append every final to DIR/<stream>.jsonl")
+    g.add_argument(
+        "--record", metavar="DIR", type=Path, help="append every final to DIR/<stream>.jsonl"
+    )
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
@@ -218,9 +220,11 @@ async def _demo(
     base = server.url("", websocket=True)
     finals: list[str] = []
     live = {"partial": ""}
+    seen = {"seq": 0}
 
     async def viewer() -> None:
         async for ev in watch(ws_url(base, "captions", stream, since=0)):
+            seen["seq"] = max(seen["seq"], int(ev.get("seq", 0)))
             if ev.get("type") == "final":
                 if live["partial"] and out.is_terminal:
                     out.file.write("\r\x1b[2K")
@@ -231,7 +235,7 @@ async def _demo(
                     line = Text(f"[{ev['start']:6.2f}-{ev['end']:6.2f}] ", style="dim")
                     line.append(text, style="bold")
                     line.append(f"  ({ev['latency_ms']:.0f} ms)", style="dim")
-                    out.print(line)
+                    out.print(line, soft_wrap=True)
             elif ev.get("type") == "partial" and out.is_terminal:
                 live["partial"] = ev["text"].strip()
                 width = max(10, out.width - 4)
@@ -245,15 +249,12 @@ async def _demo(
     t0 = time.monotonic()
     try:
         await publish(ws_url(base, "ingest", stream), audio, 16000)
+        # The publisher's close comes after the last final: let the viewer catch up with it.
         entry = server.hub.get(stream)
-        # The publisher's close comes after the last final; give the viewer a moment to print it.
-        deadline = time.monotonic() + 5
-        while entry is not None and time.monotonic() < deadline:
-            if not entry.log.finals() or entry.log.last_seq == 0:
-                break
-            if all(v.cursor >= entry.log.last_seq for v in entry.viewers):
-                break
-            await asyncio.sleep(0.05)
+        last = entry.log.last_seq if entry is not None else 0
+        deadline = time.monotonic() + 10
+        while seen["seq"] < last and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         out.print(
             f"[green]done[/]: {len(finals)} final caption(s) in {time.monotonic() - t0:.1f} s "
             f"for {seconds:.1f} s of audio"

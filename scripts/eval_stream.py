@@ -1,0 +1,520 @@
+#!/usr/bin/env python
+"""Evaluate the live captioning pipeline on one long recording with reference segments.
+
+    python scripts/eval_stream.py --audio A.wav --reference R.json --json OUT.json \
+        [--clock simulated|real] [--model base] [--png OUT.png]
+
+R.json holds ``segments: [{start, end, text}]`` (seconds). Without ``--reference`` the audio is
+taken to hold no speech at all (a silence / noise clip: every captioned word is a hallucination).
+The file goes through exactly the live pipeline (`LiveStream` on an `InferenceWorker`), paced at
+real time or on the computation-aware simulated clock. Measurement definitions: DESIGN.md.
+
+- final_latency_*: per reference segment, the time its last word first appears in final text
+  (or the caption word aligned to it; otherwise the latest final word aligned to the segment;
+  segments with none are reported as missed) minus the segment's end. p50 / p95 over segments.
+- first_partial_latency_*: per segment, the time of the first event (partial or final) showing
+  a word of it (a word equal to one of the segment's, by alignment) minus the segment's start.
+- stream_wer / offline_wer: jiwer WER after Whisper's English normaliser, of the concatenated
+  finals, and of the same model transcribing each reference segment alone (same options).
+- flicker: characters erased from the screen (finals + current partials, as a viewer renders
+  them; events emitted together count as one update) per 100 characters of final text.
+- rtf: compute seconds (decodes + segmenter/policy) / audio seconds.
+- hallucinated_words_per_min: final words not aligned to any reference word that fall in a
+  reference gap longer than 1 s, per minute of such gaps.
+- speculative_identical: every final's decode equals plain greedy `generate` (reference_decode)
+  on the same audio and options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import json
+import os
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import jiwer
+import numpy as np
+
+from streamcap.audio import RealClock, SimulatedClock, load_audio
+from streamcap.captions import Caption
+from streamcap.decoding.reference import reference_decode
+from streamcap.engine import Engine, options_for
+from streamcap.live import LiveConfig, LiveStream, replay
+from streamcap.policy import PolicyConfig
+from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome
+
+SR = 16000
+GAP_S = 1.0
+
+
+# --------------------------------------------------------------------------- normaliser
+
+
+def make_normalizer() -> tuple[Any, str]:
+    """Whisper's English normaliser with its spelling map when one is installed."""
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    for pkg in ("whisper_normalizer", "whisper"):
+        try:
+            path = importlib.resources.files(pkg) / "normalizers" / "english.json"
+            mapping = json.loads(path.read_text(encoding="utf-8"))
+            return EnglishTextNormalizer(mapping), f"EnglishTextNormalizer ({pkg} english.json)"
+        except (ModuleNotFoundError, FileNotFoundError, OSError):
+            continue
+    return EnglishTextNormalizer({}), "EnglishTextNormalizer (no spelling map installed)"
+
+
+# --------------------------------------------------------------------------- config
+
+
+def _value(text: str) -> Any:
+    low = text.lower()
+    if low in ("none", "null"):
+        return None
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def build_config(language: str | None, settings: list[str]) -> LiveConfig:
+    """LiveConfig with ``name=value`` overrides (policy fields by name or ``policy.name``)."""
+    live: dict[str, Any] = {}
+    policy: dict[str, Any] = {}
+    policy_names = {f.name for f in fields(PolicyConfig)}
+    live_names = {f.name for f in fields(LiveConfig)}
+    for item in settings:
+        name, _, raw = item.partition("=")
+        name = name.strip().removeprefix("policy.")
+        if name in policy_names:
+            policy[name] = _value(raw)
+        elif name in live_names:
+            live[name] = _value(raw)
+        else:
+            raise SystemExit(f"unknown setting {name!r}")
+    base = LiveConfig(language=language)
+    return replace(base, policy=replace(base.policy, **policy), **live)
+
+
+# --------------------------------------------------------------------------- run
+
+
+def run_stream(
+    engine: Engine, audio: np.ndarray, config: LiveConfig, clock_kind: str, chunk_s: float
+) -> dict[str, Any]:
+    worker = InferenceWorker(engine)
+    clock = SimulatedClock() if clock_kind == "simulated" else RealClock()
+    events: list[tuple[float, Caption]] = []
+    decodes: list[tuple[DecodeJob, JobOutcome]] = []
+    stream = LiveStream("eval", worker, None, config, clock)
+    stream.on_caption = lambda cap: events.append((stream.now(), cap))
+    stream.decode_observer = lambda job, out: decodes.append((job, out))
+    feed_s = 0.0
+    plain_feed = stream.feed
+
+    def timed_feed(samples: np.ndarray) -> None:
+        nonlocal feed_s
+        t0 = time.perf_counter()
+        plain_feed(samples)
+        feed_s += time.perf_counter() - t0
+
+    stream.feed = timed_feed  # type: ignore[method-assign]
+    wall0 = time.perf_counter()
+    replay(stream, audio, chunk_s=chunk_s)
+    wall = time.perf_counter() - wall0
+    if worker.threaded:
+        worker.stop()
+    if stream.errors:
+        raise RuntimeError(f"decode errors: {stream.errors[:3]}")
+    stats = worker.total_stats()
+    return {
+        "events": events,
+        "decodes": decodes,
+        "worker": stats,
+        "feed_s": feed_s,
+        "wall_s": wall,
+        "compute_s": float(stats["compute_s"]) + feed_s,
+    }
+
+
+def warm_up(engine: Engine, audio: np.ndarray, language: str | None) -> None:
+    """First calls allocate and pick kernels: keep that out of the measured stream."""
+    from streamcap.worker import encode_window
+
+    opts = options_for(engine, language, "transcribe")
+    clip = audio[: 3 * SR]
+    engine.decode(engine.encode(clip), opts)
+    engine.decode(encode_window(engine, clip, 5.0), opts)
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _words(norm: Any, text: str) -> list[str]:
+    return norm(text).split() if text.strip() else []
+
+
+def align(ref: list[str], hyp: list[str]) -> tuple[dict[int, int], list[int], set[int]]:
+    """(ref index -> hyp index for equal/substituted words, inserted hyp indices, equal refs)."""
+    ref_to_hyp: dict[int, int] = {}
+    inserted: list[int] = []
+    equal: set[int] = set()
+    if not hyp:
+        return ref_to_hyp, inserted, equal
+    if not ref:
+        return ref_to_hyp, list(range(len(hyp))), equal
+    out = jiwer.process_words(" ".join(ref), " ".join(hyp))
+    for chunk in out.alignments[0]:
+        if chunk.type in ("equal", "substitute"):
+            for k in range(chunk.ref_end_idx - chunk.ref_start_idx):
+                ref_to_hyp[chunk.ref_start_idx + k] = chunk.hyp_start_idx + k
+                if chunk.type == "equal":
+                    equal.add(chunk.ref_start_idx + k)
+        elif chunk.type == "insert":
+            inserted.extend(range(chunk.hyp_start_idx, chunk.hyp_end_idx))
+    return ref_to_hyp, inserted, equal
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def flicker(events: list[tuple[float, Caption]]) -> tuple[float, int, int]:
+    """(erased chars per 100 final chars, erased, final chars); simultaneous events = 1 update."""
+    finals: dict[int, str] = {}
+    partials: dict[int, str] = {}
+
+    def screen() -> str:
+        parts = {**partials, **finals}
+        return " ".join(t for _, t in sorted(parts.items()) if t)
+
+    erased = 0
+    shown = screen()
+    i = 0
+    while i < len(events):
+        t = events[i][0]
+        while i < len(events) and events[i][0] - t < 1e-3:
+            cap = events[i][1]
+            if cap.type == "final":
+                finals[cap.segment] = cap.text
+                partials.pop(cap.segment, None)
+            else:
+                partials[cap.segment] = cap.text
+            i += 1
+        new = screen()
+        lcp = 0
+        while lcp < min(len(shown), len(new)) and shown[lcp] == new[lcp]:
+            lcp += 1
+        erased += len(shown) - lcp
+        shown = new
+    total = len(" ".join(t for t in finals.values() if t))
+    return (100.0 * erased / total if total else 0.0), erased, total
+
+
+def evaluate(
+    run: dict[str, Any],
+    segments: list[dict[str, Any]],
+    duration: float,
+    norm: Any,
+) -> dict[str, Any]:
+    events: list[tuple[float, Caption]] = run["events"]
+    ref_words: list[str] = []
+    ref_seg: list[int] = []
+    for i, seg in enumerate(segments):
+        w = _words(norm, seg["text"])
+        ref_words += w
+        ref_seg += [i] * len(w)
+    hyp_words: list[str] = []
+    hyp_time: list[float] = []
+    hyp_final: list[int] = []
+    finals = [(t, c) for t, c in events if c.type == "final" and c.text.strip()]
+    for k, (t, cap) in enumerate(finals):
+        w = _words(norm, cap.text)
+        hyp_words += w
+        hyp_time += [t] * len(w)
+        hyp_final += [k] * len(w)
+    ref_to_hyp, inserted, _ = align(ref_words, hyp_words)
+
+    # final latency
+    per_seg: list[dict[str, Any]] = []
+    for i, seg in enumerate(segments):
+        idx = [j for j, s in enumerate(ref_seg) if s == i]
+        row: dict[str, Any] = {"start": seg["start"], "end": seg["end"], "text": seg["text"]}
+        if not idx:
+            row["final_latency"] = None
+        elif idx[-1] in ref_to_hyp:
+            row["final_latency"] = hyp_time[ref_to_hyp[idx[-1]]] - seg["end"]
+        else:
+            aligned = [hyp_time[ref_to_hyp[j]] for j in idx if j in ref_to_hyp]
+            row["final_latency"] = max(aligned) - seg["end"] if aligned else None
+        per_seg.append(row)
+
+    # first event showing a word of each segment: align each event's text to nearby segments
+    first: dict[int, float] = {}
+    for t, cap in events:
+        words = _words(norm, cap.text)
+        if not words:
+            continue
+        near = [
+            i
+            for i, s in enumerate(segments)
+            if s["start"] < cap.end + 0.5 and s["end"] > cap.start - 0.5 and i not in first
+        ]
+        if not near:
+            continue
+        cand: list[str] = []
+        cand_seg: list[int] = []
+        for i in near:
+            w = _words(norm, segments[i]["text"])
+            cand += w
+            cand_seg += [i] * len(w)
+        _, _, equal = align(cand, words)
+        for j in equal:
+            first.setdefault(cand_seg[j], t)
+    for i, row in enumerate(per_seg):
+        row["first_partial_latency"] = first[i] - segments[i]["start"] if i in first else None
+
+    # hallucinations: inserted final words inside long reference gaps
+    gaps: list[tuple[float, float]] = []
+    prev_end = 0.0
+    for seg in segments:
+        if seg["start"] - prev_end > GAP_S:
+            gaps.append((prev_end, seg["start"]))
+        prev_end = max(prev_end, seg["end"])
+    if duration - prev_end > GAP_S:
+        gaps.append((prev_end, duration))
+    gap_min = sum(b - a for a, b in gaps) / 60.0
+    # an inserted word sits between the aligned neighbours around it
+    hyp_to_ref = {h: r for r, h in ref_to_hyp.items()}
+    halluc: list[str] = []
+    for h in inserted:
+        before = max((hyp_to_ref[x] for x in range(h) if x in hyp_to_ref), default=None)
+        after = min((hyp_to_ref[x] for x in range(h + 1, len(hyp_words)) if x in hyp_to_ref),
+                    default=None)  # fmt: skip
+        t_lo = segments[ref_seg[before]]["end"] if before is not None else 0.0
+        t_hi = segments[ref_seg[after]]["start"] if after is not None else duration
+        if any(a <= t_lo + 1e-6 and t_hi <= b + 1e-6 and b - a > GAP_S for a, b in gaps) or (
+            before is not None and after is not None and ref_seg[before] != ref_seg[after]
+            and t_hi - t_lo > GAP_S
+        ):  # fmt: skip
+            halluc.append(hyp_words[h])
+
+    ref_text = norm(" ".join(s["text"] for s in segments))
+    hyp_text = norm(" ".join(c.text for _, c in finals))
+    fl, erased, final_chars = flicker(events)
+    fin = [r["final_latency"] for r in per_seg if r["final_latency"] is not None]
+    fp = [r["first_partial_latency"] for r in per_seg if r["first_partial_latency"] is not None]
+    return {
+        "final_latency_p50": percentile(fin, 50),
+        "final_latency_p95": percentile(fin, 95),
+        "first_partial_latency_p50": percentile(fp, 50),
+        "first_partial_latency_p95": percentile(fp, 95),
+        "missed_segments": sum(r["final_latency"] is None for r in per_seg),
+        "stream_wer": _wer(ref_text, hyp_text),
+        "flicker": fl,
+        "erased_chars": erased,
+        "final_chars": final_chars,
+        "hallucinated_words_per_min": (len(halluc) / gap_min) if gap_min > 0 else 0.0,
+        "hallucinated_words": halluc,
+        "gap_minutes": gap_min,
+        "segments": per_seg,
+        "stream_text": " ".join(c.text for _, c in finals),
+    }
+
+
+def _wer(ref: str, hyp: str) -> float:
+    if not ref.strip():
+        return float(len(hyp.split()) > 0)
+    return float(jiwer.wer(ref, hyp if hyp.strip() else "<empty>"))
+
+
+def offline_wer(
+    engine: Engine, audio: np.ndarray, segments: list[dict[str, Any]], config: LiveConfig, norm: Any
+) -> tuple[float | None, list[str]]:
+    if not segments:
+        return None, []
+    opts = options_for(engine, config.language, config.task)
+    texts = []
+    for seg in segments:
+        clip = audio[round(seg["start"] * SR) : round(seg["end"] * SR)]
+        texts.append(engine.transcribe(clip, opts).text.strip())
+    ref = norm(" ".join(s["text"] for s in segments))
+    return _wer(ref, norm(" ".join(texts))), texts
+
+
+def check_identical(engine: Engine, decodes: list[tuple[DecodeJob, JobOutcome]]) -> dict[str, Any]:
+    """Every final decode against plain greedy generate on the same audio and options."""
+    checked = 0
+    mismatches = []
+    for job, out in decodes:
+        if job.kind != "final" or out.result is None or out.options is None:
+            continue
+        enc = engine.encode(job.audio)
+        tokens, _ = reference_decode(engine.decoder, enc.enc, out.options, enc.duration_s)
+        checked += 1
+        if tuple(tokens) != tuple(out.result.tokens):
+            mismatches.append({"window": job.window, "speculative": out.result.text})
+    return {"checked": checked, "mismatches": mismatches, "identical": not mismatches}
+
+
+# --------------------------------------------------------------------------- plot
+
+
+def plot(path: Path, events: list[tuple[float, Caption]], metrics: dict[str, Any],
+         segments: list[dict[str, Any]], duration: float, title: str) -> None:  # fmt: skip
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = min(60.0, max(12.0, duration * 0.14))
+    fig, (ax, lat) = plt.subplots(
+        2, 1, figsize=(width, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
+    )
+    for i, seg in enumerate(segments):
+        ax.barh(3, seg["end"] - seg["start"], left=seg["start"], height=0.5, color="0.7")
+        ax.text(seg["start"], 3.3 + 0.25 * (i % 2), seg["text"][:40], fontsize=6, va="bottom")
+    for t, cap in events:
+        if cap.type == "final":
+            if cap.text.strip():
+                ax.barh(2, cap.end - cap.start, left=cap.start, height=0.45, color="tab:green",
+                        alpha=0.6)  # fmt: skip
+                ax.plot([cap.end, t], [2, 1.6], color="tab:red", lw=0.7)
+                ax.plot(t, 1.6, "v", color="tab:red", ms=4)
+                ax.text(cap.start, 1.9, cap.text[:40], fontsize=5.5, va="top", rotation=-12)
+        else:
+            ax.plot(t, 1.0, "|", color="tab:blue", ms=9)
+            ax.plot([cap.end, t], [1.05, 1.0], color="tab:blue", lw=0.4, alpha=0.5)
+    ax.set_yticks([1, 1.6, 2, 3])
+    ax.set_yticklabels(["partials (emit time)", "final emitted", "finals (audio span)",
+                        "reference"])  # fmt: skip
+    ax.set_ylim(0.5, 4.2)
+    ax.set_title(title, fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    rows = metrics.get("segments", [])
+    xs = [r["end"] for r in rows if r["final_latency"] is not None]
+    ys = [r["final_latency"] for r in rows if r["final_latency"] is not None]
+    lat.bar(xs, ys, width=0.8, color="tab:red", label="final latency (s, at segment end)")
+    xs = [r["start"] for r in rows if r.get("first_partial_latency") is not None]
+    ys = [r["first_partial_latency"] for r in rows if r.get("first_partial_latency") is not None]
+    lat.bar(xs, ys, width=0.5, color="tab:blue", alpha=0.7, label="first-partial latency (s)")
+    for y, style in ((1.0, ":"), (2.0, "--")):
+        lat.axhline(y, color="k", ls=style, lw=0.6)
+    lat.set_xlabel("stream time (s): audio time for spans, clock time for emissions")
+    lat.set_ylabel("seconds")
+    lat.legend(fontsize=7, loc="upper right")
+    lat.set_xlim(0, duration + 2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--audio", required=True)
+    ap.add_argument("--reference", help="JSON with segments [{start, end, text}]; none: no speech")
+    ap.add_argument("--json", required=True, help="output JSON")
+    ap.add_argument("--png", help="timeline PNG (default: the JSON path with .png)")
+    ap.add_argument("--clock", choices=("simulated", "real"), default="simulated")
+    ap.add_argument("--model", default="base")
+    ap.add_argument("--language", default="en")
+    ap.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per feed")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a LiveConfig/PolicyConfig field (repeatable)")  # fmt: skip
+    ap.add_argument("--no-offline", action="store_true", help="skip the offline WER baseline")
+    ap.add_argument("--no-check", action="store_true", help="skip the exactness check")
+    args = ap.parse_args(argv)
+
+    config = build_config(args.language, args.set)
+    norm, norm_name = make_normalizer()
+    audio = load_audio(args.audio)
+    duration = len(audio) / SR
+    segments: list[dict[str, Any]] = []
+    if args.reference:
+        segments = json.loads(Path(args.reference).read_text())["segments"]
+    engine = Engine(args.model, threads=args.threads)
+    warm_up(engine, audio, config.language)
+    load0 = os.getloadavg()[0]
+    run = run_stream(engine, audio, config, args.clock, args.chunk)
+    metrics = evaluate(run, segments, duration, norm)
+    out: dict[str, Any] = {k: v for k, v in metrics.items() if k != "segments"}
+    out["rtf"] = run["compute_s"] / duration
+    if not args.no_offline:
+        out["offline_wer"], out["offline_texts"] = offline_wer(
+            engine, audio, segments, config, norm
+        )
+    if not args.no_check:
+        check = check_identical(engine, run["decodes"])
+        out["speculative_identical"] = check["identical"]
+        out["speculative_check"] = check
+    events = run["events"]
+    out.update(
+        audio=args.audio,
+        reference=args.reference,
+        model=args.model,
+        clock=args.clock,
+        chunk_s=args.chunk,
+        duration_s=duration,
+        compute_s=run["compute_s"],
+        segmenter_policy_s=run["feed_s"],
+        wall_s=run["wall_s"],
+        load_average_at_start=load0,
+        normalizer=norm_name,
+        worker=run["worker"],
+        config=_config_dict(config),
+        segments=metrics["segments"],
+        captions=[{**cap.to_dict(), "emit_s": round(t, 3)} for t, cap in events],
+    )
+    Path(args.json).write_text(json.dumps(out, indent=1, default=_json_default))
+    png = Path(args.png) if args.png else Path(args.json).with_suffix(".png")
+    title = (
+        f"{Path(args.audio).name}  model={args.model} clock={args.clock}  "
+        f"final p50={_f(out['final_latency_p50'])} p95={_f(out['final_latency_p95'])}  "
+        f"first-partial p50={_f(out['first_partial_latency_p50'])}  "
+        f"WER {_f(out['stream_wer'])} (offline {_f(out.get('offline_wer'))})  "
+        f"flicker {_f(out['flicker'])}  RTF {_f(out['rtf'])}"
+    )
+    plot(png, events, metrics, segments, duration, title)
+    keys = ("final_latency_p50", "final_latency_p95", "first_partial_latency_p50",
+            "first_partial_latency_p95", "stream_wer", "offline_wer", "flicker", "rtf",
+            "hallucinated_words_per_min", "speculative_identical", "missed_segments")  # fmt: skip
+    print(json.dumps({k: out.get(k) for k in keys}, default=_json_default))
+    print(f"wrote {args.json} and {png}", file=sys.stderr)
+    return 0
+
+
+def _f(x: Any) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _config_dict(config: LiveConfig) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(config)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, tuple):
+        return list(o)
+    return str(o)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""Load test of the caption server: N publishers replay speech at real-time pace, M viewers each.
+
+    python scripts/load_test.py --streams 2 --viewers 3 --seconds 120 --json out/load.json
+
+Starts the real server (`streamcap serve`) as a subprocess on a loopback port, with --record
+into a temporary folder. Each publisher replays the long-form meeting recording (default: the
+shared eval-dev file, with its reference segments; otherwise the clips of tests/data with
+pauses between them) from its own offset, looping, for `--seconds`. Reports, as JSON:
+
+- final latency per stream and overall, p50/p95 (DESIGN.md: for each reference segment, the
+  wall time its last word first arrives in a final at the first viewer, minus the time that
+  segment's end was sent; the caption word aligned to it by jiwer after Whisper's English
+  normaliser, or the segment's last aligned word; segments with no aligned word are `missed`);
+- dropped finals: finals the server recorded that a viewer did not receive (must be 0);
+- partial events received (slow viewers may skip partials that newer ones replaced: allowed);
+- the server's CPU (% of one core) and RSS over time (from /proc), and the worker queue depth
+  (from /metrics).
+Linux only (/proc). Needs nothing beyond the project's dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from streamcap.server.client import publish, watch, ws_url  # noqa: E402
+
+SR = 16000
+LONGFORM = Path("/work/shared/eval-dev/longform/lf2_tts_meeting.json")
+CLIPS = ROOT / "tests" / "data"
+
+
+@dataclass
+class Segment:
+    start: float
+    end: float
+    text: str
+
+
+@dataclass
+class Program:
+    """Audio a publisher sends and what was said when (times in stream seconds)."""
+
+    audio: np.ndarray
+    segments: list[Segment]
+
+
+def load_program(reference: Path | None) -> Program:
+    if reference is not None and reference.exists():
+        ref = json.loads(reference.read_text())
+        audio, rate = sf.read(reference.parent / Path(ref["audio"]).name, dtype="float32")
+        assert rate == SR, rate
+        segs = [Segment(s["start"], s["end"], s["text"]) for s in ref["segments"]]
+        return Program(audio, segs)
+    parts: list[np.ndarray] = []
+    segs: list[Segment] = []
+    t = 0.0
+    pause = np.zeros(int(1.2 * SR), np.float32)
+    for line in (CLIPS / "manifest.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        if item["lang"] != "en" or not item["text"]:
+            continue
+        clip, rate = sf.read(CLIPS / item["audio"], dtype="float32")
+        assert rate == SR
+        segs.append(Segment(t, t + len(clip) / SR, item["text"]))
+        parts += [clip, pause]
+        t += (len(clip) + len(pause)) / SR
+    return Program(np.concatenate(parts), segs)
+
+
+def program_for(base: Program, offset: float, seconds: float) -> Program:
+    """`base` from `offset`, looped, `seconds` long, with its segments shifted to match."""
+    n = int(seconds * SR)
+    total = len(base.audio)
+    start = int(offset * SR) % total
+    idx = (start + np.arange(n)) % total
+    audio = base.audio[idx]
+    dur = total / SR
+    segs: list[Segment] = []
+    shift = -start / SR
+    while shift < seconds:
+        for s in base.segments:
+            a, b = s.start + shift, s.end + shift
+            if a >= 0 and b <= seconds:
+                segs.append(Segment(a, b, s.text))
+        shift += dur
+    segs.sort(key=lambda s: s.start)
+    return Program(audio, segs)
+
+
+_NORMALISER: Any = None
+
+
+def normalise(text: str) -> list[str]:
+    global _NORMALISER
+    if _NORMALISER is None:
+        try:
+            from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+            _NORMALISER = EnglishTextNormalizer({})
+        except ImportError:  # pragma: no cover
+            _NORMALISER = lambda s: re.sub(r"[^a-z0-9' ]+", " ", s.lower())  # noqa: E731
+    return str(_NORMALISER(text)).split()
+
+
+def final_latencies(
+    segments: list[Segment], finals: list[tuple[float, str]], t0: float
+) -> tuple[list[float], int]:
+    """Latency (s) per reference segment and the number missed (see the module docstring)."""
+    import jiwer
+
+    ref_words: list[str] = []
+    ref_seg: list[int] = []
+    for i, s in enumerate(segments):
+        w = normalise(s.text)
+        ref_words += w
+        ref_seg += [i] * len(w)
+    hyp_words: list[str] = []
+    hyp_time: list[float] = []
+    for t, text in finals:
+        w = normalise(text)
+        hyp_words += w
+        hyp_time += [t] * len(w)
+    if not ref_words:
+        return [], 0
+    if not hyp_words:
+        return [], len(segments)
+    aligned: dict[int, int] = {}  # ref word index -> hyp word index
+    out = jiwer.process_words(" ".join(ref_words), " ".join(hyp_words))
+    for chunk in out.alignments[0]:
+        if chunk.type in ("equal", "substitute"):
+            for k in range(chunk.ref_end_idx - chunk.ref_start_idx):
+                aligned[chunk.ref_start_idx + k] = chunk.hyp_start_idx + k
+    latencies: list[float] = []
+    missed = 0
+    for i, s in enumerate(segments):
+        idx = [j for j, seg in enumerate(ref_seg) if seg == i and j in aligned]
+        if not idx:
+            missed += 1
+            continue
+        latencies.append(hyp_time[aligned[max(idx)]] - (t0 + s.end))
+    return latencies, missed
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    return float(np.percentile(np.asarray(values), q))
+
+
+# --------------------------------------------------------------------------- server process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ProcStats:
+    """CPU% (of one core) and RSS of a process from /proc, sampled on demand."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.last: tuple[float, float] | None = None
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / self.tick  # utime + stime
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def sample(self) -> tuple[float, float]:
+        now, cpu = time.monotonic(), self.cpu_seconds()
+        pct_ = 0.0
+        if self.last is not None:
+            pct_ = 100 * (cpu - self.last[1]) / max(1e-6, now - self.last[0])
+        self.last = (now, cpu)
+        return pct_, self.rss_mb()
+
+
+def scrape(url: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with urllib.request.urlopen(url, timeout=5) as r:
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+    return out
+
+
+# --------------------------------------------------------------------------- clients
+
+
+@dataclass
+class ViewerLog:
+    events: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    error: str | None = None
+
+
+async def run_viewer(url: str, log: ViewerLog, stop: asyncio.Event) -> None:
+    async def consume() -> None:
+        async for ev in watch(url):
+            log.events.append((time.monotonic(), ev))
+
+    task = asyncio.create_task(consume())
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    for t in (task, stopper):
+        t.cancel()
+    if task in done and task.exception() is not None:
+        log.error = repr(task.exception())
+
+
+async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[str, Any]:
+    base = f"ws://127.0.0.1:{port}"
+    program = load_program(None if args.clips else args.reference)
+    dur = len(program.audio) / SR
+    streams = [f"load{i}" for i in range(args.streams)]
+    programs = [
+        program_for(program, dur * i / args.streams, args.seconds) for i in range(len(streams))
+    ]
+    viewers = {s: [ViewerLog() for _ in range(args.viewers)] for s in streams}
+    stop = asyncio.Event()
+    vtasks = [
+        asyncio.create_task(run_viewer(ws_url(base, "captions", s), v, stop))
+        for s in streams
+        for v in viewers[s]
+    ]
+    await asyncio.sleep(0.5)
+    proc = ProcStats(args._server_pid)
+    proc.sample()
+    samples: list[dict[str, float]] = []
+    t_start = time.monotonic()
+
+    async def sampler() -> None:
+        while True:
+            await asyncio.sleep(args.sample_every)
+            cpu, rss = proc.sample()
+            m = await asyncio.to_thread(scrape, f"http://127.0.0.1:{port}/metrics")
+            samples.append(
+                {
+                    "t": round(time.monotonic() - t_start, 1),
+                    "cpu_pct": round(cpu, 1),
+                    "rss_mb": round(rss, 1),
+                    "queue_depth": m.get("streamcap_queue_depth", float("nan")),
+                    "viewers": m.get("streamcap_viewers", float("nan")),
+                }
+            )
+
+    sample_task = asyncio.create_task(sampler())
+    t0s: dict[str, float] = {}
+    first_frame: dict[str, float] = {}
+
+    async def publisher(i: int, stream: str) -> None:
+        await asyncio.sleep(i * args.stagger)
+
+        def on_frame(_: float) -> None:
+            first_frame.setdefault(stream, time.monotonic())
+
+        await publish(ws_url(base, "ingest", stream), programs[i].audio, SR, on_frame=on_frame)
+        # Frame k (k = 0, 1, ...) leaves at t0 + k * 0.1: audio time t was sent by t0 + t.
+        t0s[stream] = first_frame[stream]
+
+    results = await asyncio.gather(
+        *(publisher(i, s) for i, s in enumerate(streams)), return_exceptions=True
+    )
+    await asyncio.sleep(2.0)  # the publishers' close follows their last final; let viewers see it
+    stop.set()
+    await asyncio.gather(*vtasks, return_exceptions=True)
+    sample_task.cancel()
+
+    report: dict[str, Any] = {"streams": {}, "errors": [repr(r) for r in results if r]}
+    all_lat: list[float] = []
+    dropped_total = 0
+    missed_total = 0
+    for i, s in enumerate(streams):
+        path = record / f"{s}.jsonl"
+        recorded = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        rec_seqs = {r["seq"] for r in recorded}
+        first = viewers[s][0]
+        finals = [(t, ev["text"]) for t, ev in first.events if ev["type"] == "final"]
+        lat, missed = final_latencies(programs[i].segments, finals, t0s.get(s, t_start))
+        dropped = [
+            len(rec_seqs - {ev["seq"] for _, ev in v.events if ev["type"] == "final"})
+            for v in viewers[s]
+        ]
+        partials = [sum(ev["type"] == "partial" for _, ev in v.events) for v in viewers[s]]
+        all_lat += lat
+        dropped_total += sum(dropped)
+        missed_total += missed
+        report["streams"][s] = {
+            "segments": len(programs[i].segments),
+            "missed_segments": missed,
+            "final_latency_p50": pct(lat, 50),
+            "final_latency_p95": pct(lat, 95),
+            "final_latency_max": max(lat) if lat else None,
+            "finals_recorded": len(recorded),
+            "dropped_finals_per_viewer": dropped,
+            "partials_received_per_viewer": partials,
+            "viewer_errors": [v.error for v in viewers[s] if v.error],
+        }
+    rss = [x["rss_mb"] for x in samples]
+    cpu = [x["cpu_pct"] for x in samples]
+    half = len(rss) // 2
+    slope = None
+    if half >= 2:
+        ts = np.array([x["t"] for x in samples[half:]])
+        slope = float(np.polyfit(ts / 60.0, np.array(rss[half:]), 1)[0])
+    report.update(
+        {
+            "n_streams": args.streams,
+            "viewers_per_stream": args.viewers,
+            "seconds": args.seconds,
+            "audio": str(args.reference) if not args.clips else "tests/data clips",
+            "final_latency_p50": pct(all_lat, 50),
+            "final_latency_p95": pct(all_lat, 95),
+            "segments_measured": len(all_lat),
+            "missed_segments": missed_total,
+            "dropped_finals": dropped_total,
+            "server_cpu_pct_mean": statistics.fmean(cpu[1:]) if len(cpu) > 1 else None,
+            "server_rss_mb_start": rss[0] if rss else None,
+            "server_rss_mb_max": max(rss) if rss else None,
+            "server_rss_mb_end": rss[-1] if rss else None,
+            "server_rss_slope_mb_per_min_second_half": slope,
+            "queue_depth_max": max((x["queue_depth"] for x in samples), default=None),
+            "samples": samples,
+        }
+    )
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--streams", type=int, default=1, help="publishers (N)")
+    p.add_argument("--viewers", type=int, default=1, help="viewers per stream (M)")
+    p.add_argument("--seconds", type=float, default=60.0, help="audio per publisher (S)")
+    p.add_argument("--model", default="base")
+    p.add_argument("--threads", type=int, default=None, help="torch threads in the server")
+    p.add_argument("--reference", type=Path, default=LONGFORM, help="long-form reference JSON")
+    p.add_argument("--clips", action="store_true", help="use tests/data clips instead")
+    p.add_argument("--stagger", type=float, default=0.37, help="seconds between publisher starts")
+    p.add_argument("--sample-every", type=float, default=2.0, help="seconds between samples")
+    p.add_argument("--json", type=Path, help="write the report here (default: stdout only)")
+    args = p.parse_args(argv)
+
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="streamcap-load-") as tmp:
+        record = Path(tmp)
+        cmd = [
+            sys.executable, "-m", "streamcap.cli", "serve", "--model", args.model,
+            "--port", str(port), "--record", str(record),
+            "--max-streams", str(args.streams), "--max-viewers", str(args.streams * args.viewers),
+        ]  # fmt: skip
+        if args.threads:
+            cmd += ["--threads", str(args.threads)]
+        log_path = record / "server.log"
+        log_file = open(log_path, "w")  # noqa: SIM115 - closed below
+        server = subprocess.Popen(cmd, cwd=ROOT, stderr=log_file, stdout=log_file)
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                if server.poll() is not None:
+                    print(log_path.read_text(), file=sys.stderr)
+                    raise SystemExit("server exited before it was ready")
+                with contextlib.suppress(OSError):
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                    break
+                if time.monotonic() > deadline:
+                    raise SystemExit("server not ready after 300 s")
+                time.sleep(0.5)
+            args._server_pid = server.pid
+            report = asyncio.run(run_load(args, port, record))
+        finally:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+            log_file.close()
+    summary = {k: v for k, v in report.items() if k != "samples"}
+    text = json.dumps(report, indent=2)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    print(json.dumps(summary, indent=2))
+    ok = report["dropped_finals"] == 0 and not report["errors"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
