@@ -14,8 +14,9 @@ pauses between them) from its own offset, looping, for `--seconds`. Reports, as 
   normaliser, or the segment's last aligned word; segments with no aligned word are `missed`);
 - dropped finals: finals the server recorded that a viewer did not receive (must be 0);
 - partial events received (slow viewers may skip partials that newer ones replaced: allowed);
-- the server's CPU (% of one core) and RSS over time (from /proc), and the worker queue depth
-  (from /metrics).
+- the server's CPU (% of one core) and RSS over time (from /proc), the busy share of the whole
+  machine (all cores; tells whether something else competed for the CPU), and the worker queue
+  depth (from /metrics).
 Linux only (/proc). Needs nothing beyond the project's dependencies.
 """
 
@@ -206,6 +207,25 @@ class ProcStats:
         return pct_, self.rss_mb()
 
 
+class MachineCpu:
+    """Busy share of all cores (from /proc/stat): how much else ran besides the server."""
+
+    def __init__(self) -> None:
+        self.last = self._read()
+
+    @staticmethod
+    def _read() -> tuple[int, int]:
+        v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = v[3] + v[4]
+        return sum(v) - idle, sum(v)
+
+    def sample(self) -> float:
+        busy, total = self._read()
+        b0, t0 = self.last
+        self.last = (busy, total)
+        return 100.0 * (busy - b0) / max(1, total - t0)
+
+
 def scrape(url: str) -> dict[str, float]:
     out: dict[str, float] = {}
     with urllib.request.urlopen(url, timeout=5) as r:
@@ -257,6 +277,7 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     await asyncio.sleep(0.5)
     proc = ProcStats(args._server_pid)
     proc.sample()
+    machine = MachineCpu()
     samples: list[dict[str, float]] = []
     t_start = time.monotonic()
 
@@ -269,6 +290,7 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
                 {
                     "t": round(time.monotonic() - t_start, 1),
                     "cpu_pct": round(cpu, 1),
+                    "machine_busy_pct": round(machine.sample(), 1),
                     "rss_mb": round(rss, 1),
                     "queue_depth": m.get("streamcap_queue_depth", float("nan")),
                     "viewers": m.get("streamcap_viewers", float("nan")),
@@ -346,6 +368,10 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
             "missed_segments": missed_total,
             "dropped_finals": dropped_total,
             "server_cpu_pct_mean": statistics.fmean(cpu[1:]) if len(cpu) > 1 else None,
+            "machine_cores": os.cpu_count(),
+            "machine_busy_pct_mean": (
+                statistics.fmean(x["machine_busy_pct"] for x in samples) if samples else None
+            ),
             "server_rss_mb_start": rss[0] if rss else None,
             "server_rss_mb_max": max(rss) if rss else None,
             "server_rss_mb_end": rss[-1] if rss else None,

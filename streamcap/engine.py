@@ -63,8 +63,11 @@ class Engine:
                     f"assistant {assistant!r} does not share the tokenizer of {model!r}; "
                     "speculative decoding needs the same vocabulary"
                 )
-            self.assistant_model = loaded.model
-            self.assistant = AssistantDecoder(a_dec, same_encoder(self.main.model, loaded.model))
+            shared = same_encoder(self.main.model, loaded.model)
+            self.assistant = AssistantDecoder(a_dec, shared)
+            # for transformers' own assisted generate (benchmark column): HF's recipe shares
+            # the encoder by running the assistant as a decoder-only WhisperForCausalLM
+            self.assistant_model = _as_causal_lm(loaded.model) if shared else loaded.model
 
     @property
     def spec(self) -> Any:
@@ -124,6 +127,16 @@ class Engine:
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Token ids of plain text (for prompts)."""
         return tuple(self.spec.tokenizer.encode(" " + text.strip(), add_special_tokens=False))
+
+
+def _as_causal_lm(model: Any) -> Any:
+    from transformers import WhisperForCausalLM
+
+    causal = WhisperForCausalLM(model.config).to(model.device, model.dtype)
+    causal.model.decoder = model.model.decoder
+    causal.proj_out = model.proj_out
+    causal.generation_config = model.generation_config
+    return causal.eval()
 
 
 def options_for(engine: Engine, language: str | None, task: str) -> DecodingOptions:

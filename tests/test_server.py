@@ -7,6 +7,7 @@ tests/data at real-time pace, as a microphone would. No timing is asserted, only
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import socket
@@ -268,6 +269,11 @@ def test_abrupt_disconnect_still_gets_final(server: ServerThread, speech: dict) 
 def background(server: ServerThread, speech: dict) -> Iterator[dict[str, Any]]:
     """A good stream publishing all through the bad-input tests (the server must keep serving)."""
     viewer = Collector(server, "steady")
+    # A viewer that stops reading: its client takes one message and then leaves the socket
+    # unread. It must not hold up the stream or the other viewer.
+    url = ws_url(base(server), "captions", "steady", token=VIEW)
+    stack = contextlib.ExitStack()
+    stack.enter_context(connect(url, max_queue=1, close_timeout=1))
     state: dict[str, Any] = {"viewer": viewer, "error": None}
 
     def run() -> None:
@@ -280,6 +286,7 @@ def background(server: ServerThread, speech: dict) -> Iterator[dict[str, Any]]:
     state["thread"].start()
     yield state
     viewer.stop()
+    stack.close()
 
 
 def _pcm(seconds: float) -> bytes:
@@ -296,6 +303,7 @@ BAD_INGEST: dict[str, tuple[list[Any], int]] = {
     "bad format": ([{**START, "format": "mp3"}], 1003),
     "bad rate": ([{**START, "sample_rate": 96000}], 1003),
     "too-low rate": ([{**START, "sample_rate": 4000}], 1003),
+    "unknown language": ([{**START, "language": "xx"}], 1003),
     "unknown start field": ([{**START, "langauge": "en"}], 1003),
     "oversize frame": ([START, b"\x00" * (FRAME_LIMIT + 2)], 1009),
     "flood": ([START, _pcm(2.0), _pcm(2.0), _pcm(2.0), _pcm(2.0)], 1008),
@@ -468,3 +476,23 @@ def test_tls(worker: Any, tmp_path: Path) -> None:
             expect_close(ws, 1008)
         with pytest.raises(Exception):  # noqa: B017 - plain ws to the TLS port: no handshake
             connect(ws_url(f"ws://127.0.0.1:{srv.port}", "captions", "x"), open_timeout=5)
+
+
+def test_protocol_doc_example_runs(worker: Any, tmp_path: Path, speech: dict) -> None:
+    import sys
+
+    import soundfile as sf
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "protocol.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.DOTALL)
+    assert code is not None
+    wav = tmp_path / "speech.wav"
+    sf.write(wav, padded(speech["en_real_praatio_mary"]), SR, subtype="PCM_16")
+    with ServerThread(ServerConfig(port=0), worker) as srv:
+        source = code.group(1).replace('"ws://127.0.0.1:8765"', repr(base(srv)))
+        source = source.replace('"speech.wav"', repr(str(wav))) + "time.sleep(1.0)\n"
+        run = subprocess.run(
+            [sys.executable, "-c", source], capture_output=True, text=True, timeout=120
+        )
+    assert run.returncode == 0, run.stderr
+    assert "final" in run.stdout and "barrel" in run.stdout.lower(), run.stdout

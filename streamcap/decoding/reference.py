@@ -38,8 +38,14 @@ def reference_decode(
     options: DecodingOptions,
     duration_s: float = 30.0,
     assistant_model: Any = None,
+    features: torch.Tensor | None = None,
 ) -> tuple[list[int], DecodeStats]:
-    """Greedy ``generate`` from a precomputed encoder output; returns text tokens and stats."""
+    """Greedy ``generate`` from a precomputed encoder output; returns text tokens and stats.
+
+    With an assistant that has its own encoder, transformers needs the log-mel ``features``
+    (it runs both encoders; the main encoder's time is then inside the measured time).
+    A ``WhisperForCausalLM`` assistant shares the main encoder output, as in HF's recipe.
+    """
     spec = decoder.spec
     guard = LoopGuard(options.max_tokens_per_second, options.min_token_budget)
     language = options.language
@@ -56,9 +62,15 @@ def reference_decode(
         kwargs["prompt_ids"] = torch.tensor([spec.prev, *options.prompt_ids], device=decoder.device)
     if assistant_model is not None:
         kwargs["assistant_model"] = assistant_model
+    own_encoder = assistant_model is not None and hasattr(assistant_model.model, "encoder")
+    if own_encoder:
+        if features is None:
+            raise ValueError("an assistant with its own encoder needs the log-mel features")
+        kwargs["input_features"] = features
+    else:
+        kwargs["encoder_outputs"] = BaseModelOutput(last_hidden_state=enc)
     t0 = time.perf_counter()
     out = decoder.model.generate(
-        encoder_outputs=BaseModelOutput(last_hidden_state=enc),
         max_new_tokens=budget,
         stopping_criteria=StoppingCriteriaList([LoopStoppingCriteria(guard, len(prefix))]),
         do_sample=False,

@@ -126,9 +126,16 @@ def live_stream_factory(
     base = base_config if base_config is not None else LiveConfig()
 
     def make(stream: str, start: StartMessage, on_caption: Callable[[Caption], None]) -> Any:
-        cfg = dataclasses.replace(
-            base, language=start.language or default_language, task=start.task
-        )
+        language = start.language or default_language
+        engine = getattr(worker, "engine", None)
+        if language is not None and engine is not None and engine.multilingual:
+            try:
+                engine.spec.language_id(language)
+            except Exception:
+                raise ProtocolError(
+                    CloseCode.UNSUPPORTED_DATA, f"unsupported language {language!r}"
+                ) from None
+        cfg = dataclasses.replace(base, language=language, task=start.task)
         return LiveStream(stream, worker, on_caption, cfg, RealClock())
 
     return make
