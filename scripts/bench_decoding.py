@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = Engine(args.model, args.assistant, args.device, args.threads)
     base = Path(args.manifest).parent
-    items = [json.loads(line) for line in open(args.manifest) if line.strip()]
+    lines = Path(args.manifest).read_text().splitlines()
+    items = [json.loads(line) for line in lines if line.strip()]
     items = [
         d
         for d in items

@@ -91,10 +91,10 @@ class HypothesisDrafter:
             anchor = list(generated[-m:])
             best: int | None = None
             for j in range(len(hyp) - m + 1):
-                if hyp[j : j + m] == anchor:
-                    # prefer the occurrence closest to where we are in the new output
-                    if best is None or abs(j + m - len(generated)) < abs(best - len(generated)):
-                        best = j + m
+                # prefer the occurrence closest to where we are in the new output
+                closer = best is None or abs(j + m - len(generated)) < abs(best - len(generated))
+                if closer and hyp[j : j + m] == anchor:
+                    best = j + m
             if best is not None and best < len(hyp):
                 self._cursor = best
                 self._aligned = True
