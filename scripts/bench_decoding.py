@@ -48,6 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--max-duration", type=float, default=30.0)
+    ap.add_argument(
+        "--partial-context-margin",
+        type=float,
+        default=None,
+        help="encode partial windows (not the final) with an audio context of their length "
+        "plus this margin, as the live pipeline does; both columns share that encoder output",
+    )
+    ap.add_argument("--partial-context-min", type=float, default=6.0)
     args = ap.parse_args(argv)
 
     engine = Engine(args.model, args.assistant, args.device, args.threads)
@@ -85,8 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         opts = DecodingOptions(language=item.get("lang") if engine.multilingual else None)
         prev: tuple[int, ...] = ()
         row = {c: 0.0 for c in cols} | {"id": item["id"], "decodes": 0, "identical": True}
-        for end in windows(len(audio) / SR, args.step):
-            enc = engine.encode(audio[: int(end * SR)])
+        ends = windows(len(audio) / SR, args.step)
+        for i, end in enumerate(ends):
+            context = None
+            if args.partial_context_margin is not None and i < len(ends) - 1:
+                context = max(args.partial_context_min, end + args.partial_context_margin)
+            enc = engine.encode(audio[: int(end * SR)], context_s=context)
             encoder_s += enc.encoder_s
             ref, ref_stats = reference_decode(engine.decoder, enc.enc, opts, enc.duration_s)
             loop = engine.decode(enc, opts, drafter="none")
@@ -137,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "assistant": args.assistant,
         "device": engine.placement.device,
         "step": args.step,
+        "partial_context_margin": args.partial_context_margin,
         "identical": identical,
         "utterances": len(items),
         "decodes": decodes,

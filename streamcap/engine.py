@@ -5,6 +5,7 @@ Everything that touches the model goes through here; the worker thread owns one 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -77,13 +78,21 @@ class Engine:
     def multilingual(self) -> bool:
         return self.decoder.spec.multilingual
 
-    def encode(self, audio: np.ndarray) -> Encoded:
-        """Log-mel + encoder for up to 30 s of audio (padded to 30 s as Whisper expects)."""
+    def encode(self, audio: np.ndarray, context_s: float | None = None) -> Encoded:
+        """Log-mel + encoder for up to 30 s of audio (padded to 30 s as Whisper expects).
+
+        ``context_s`` runs the encoder on only the first ``context_s`` seconds of positions
+        (whisper.cpp's "audio context"): the cost falls in proportion, the transcript may
+        differ slightly, so it is a knob for partials, never for finals.
+        """
         if len(audio) > WINDOW_S * SAMPLE_RATE:
             raise ValueError("a window holds at most 30 s of audio")
         t0 = time.perf_counter()
         features = self.decoder.features(audio)
-        enc = self.decoder.encode(features)
+        positions = None
+        if context_s is not None:
+            positions = math.ceil(min(WINDOW_S, max(context_s, len(audio) / SAMPLE_RATE)) * 50)
+        enc = self.decoder.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
 
     def make_drafter(self, kind: str, hypothesis: Sequence[int] | None, enc: Encoded) -> Drafter:

@@ -114,8 +114,23 @@ class SpeculativeDecoder:
         return feats.to(self.device, self.dtype)
 
     @torch.inference_mode()
-    def encode(self, features: torch.Tensor) -> torch.Tensor:
-        return self.encoder(features).last_hidden_state
+    def encode(self, features: torch.Tensor, positions: int | None = None) -> torch.Tensor:
+        """Encoder output; ``positions`` < 1500 encodes only the first ``positions / 50`` s.
+
+        transformers' ``WhisperEncoder`` insists on 3000 mel frames, so the shortened path runs
+        the same modules by hand on the sliced features and positional embeddings.
+        """
+        enc = self.encoder
+        if positions is None or positions >= enc.embed_positions.weight.shape[0]:
+            return enc(features).last_hidden_state
+        x = features[..., : 2 * positions]
+        x = torch.nn.functional.gelu(enc.conv1(x))
+        x = torch.nn.functional.gelu(enc.conv2(x))
+        x = x.permute(0, 2, 1) + enc.embed_positions.weight[:positions]
+        for layer in enc.layers:
+            out = layer(x, None)
+            x = out[0] if isinstance(out, tuple) else out
+        return enc.layer_norm(x)
 
     # -- decoder ---------------------------------------------------------------------------
     def _new_cache(self) -> Any:
