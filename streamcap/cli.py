@@ -190,6 +190,13 @@ def build_parser() -> argparse.ArgumentParser:
                 adder(p)
             p.set_defaults(func=runner)
 
+    p = sub.add_parser("bench", help="benchmark plain greedy vs speculative decoding")
+    add_model_arguments(p)
+    from streamcap.bench import add_bench_arguments, run_bench
+
+    add_bench_arguments(p, model_flags=False)
+    p.set_defaults(func=run_bench)
+
     p = sub.add_parser("models", help="list models and where they live")
     p.add_argument("--prepare", nargs="*", metavar="NAME", help="convert bundled models now")
     p.set_defaults(func=cmd_models)
