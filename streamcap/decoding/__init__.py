@@ -1,18 +1,30 @@
-"""Exact speculative greedy decoding for Whisper."""
+"""Exact speculative greedy decoding for Whisper.
 
-from streamcap.decoding.drafters import Drafter, HypothesisDrafter, ModelDrafter, NoDrafter
-from streamcap.decoding.guard import LoopGuard
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
-from streamcap.decoding.speculative import SpeculativeDecoder
+Names are imported lazily: ``options`` and ``verify`` are pure and light, while the decoder
+pulls in torch, which command-line start-up should not pay for until it decodes.
+"""
 
-__all__ = [
-    "DecodeResult",
-    "DecodeStats",
-    "DecodingOptions",
-    "Drafter",
-    "HypothesisDrafter",
-    "LoopGuard",
-    "ModelDrafter",
-    "NoDrafter",
-    "SpeculativeDecoder",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DecodeResult": "options",
+    "DecodeStats": "options",
+    "DecodingOptions": "options",
+    "Drafter": "drafters",
+    "HypothesisDrafter": "drafters",
+    "ModelDrafter": "drafters",
+    "NoDrafter": "drafters",
+    "LoopGuard": "guard",
+    "SpeculativeDecoder": "speculative",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
