@@ -111,10 +111,20 @@ def build_config(language: str | None, settings: list[str]) -> LiveConfig:
 
 
 def run_stream(
-    engine: Engine, audio: np.ndarray, config: LiveConfig, clock_kind: str, chunk_s: float
+    engine: Engine,
+    audio: np.ndarray,
+    config: LiveConfig,
+    clock_kind: str,
+    chunk_s: float,
+    timer: str = "wall",
 ) -> dict[str, Any]:
     worker = InferenceWorker(engine)
-    clock = SimulatedClock() if clock_kind == "simulated" else RealClock()
+    if clock_kind == "simulated":
+        clock: SimulatedClock | RealClock = SimulatedClock(
+            timer=time.thread_time if timer == "thread" else time.perf_counter
+        )
+    else:
+        clock = RealClock()
     events: list[tuple[float, Caption]] = []
     decodes: list[tuple[DecodeJob, JobOutcome]] = []
     stream = LiveStream("eval", worker, None, config, clock)
@@ -295,19 +305,24 @@ def evaluate(
     if duration - prev_end > GAP_S:
         gaps.append((prev_end, duration))
     gap_min = sum(b - a for a, b in gaps) / 60.0
-    # an inserted word sits between the aligned neighbours around it
+    # An inserted final word is a hallucination when its caption's audio lies in a long gap,
+    # or when it stands alone between two segments across a long gap (its own caption).
     hyp_to_ref = {h: r for r, h in ref_to_hyp.items()}
     halluc: list[str] = []
     for h in inserted:
-        before = max((hyp_to_ref[x] for x in range(h) if x in hyp_to_ref), default=None)
-        after = min((hyp_to_ref[x] for x in range(h + 1, len(hyp_words)) if x in hyp_to_ref),
-                    default=None)  # fmt: skip
-        t_lo = segments[ref_seg[before]]["end"] if before is not None else 0.0
-        t_hi = segments[ref_seg[after]]["start"] if after is not None else duration
-        if any(a <= t_lo + 1e-6 and t_hi <= b + 1e-6 and b - a > GAP_S for a, b in gaps) or (
-            before is not None and after is not None and ref_seg[before] != ref_seg[after]
-            and t_hi - t_lo > GAP_S
-        ):  # fmt: skip
+        cap = finals[hyp_final[h]][1]
+        in_gap = any(a - 0.1 <= cap.start and cap.end <= b + 0.1 for a, b in gaps)
+        before = max((x for x in range(h) if x in hyp_to_ref), default=None)
+        after = min((x for x in range(h + 1, len(hyp_words)) if x in hyp_to_ref), default=None)
+        lone = (
+            before is not None
+            and after is not None
+            and hyp_final[before] != hyp_final[h] != hyp_final[after]
+            and segments[ref_seg[hyp_to_ref[after]]]["start"]
+            - segments[ref_seg[hyp_to_ref[before]]]["end"]
+            > GAP_S
+        )
+        if in_gap or lone:
             halluc.append(hyp_words[h])
 
     ref_text = norm(" ".join(s["text"] for s in segments))
@@ -434,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--language", default="en")
     ap.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per feed")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--timer", choices=("wall", "thread"), default="wall",
+                    help="simulated clock charges wall time, or the worker thread's CPU time "
+                    "(steadier on a machine shared with other jobs)")  # fmt: skip
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a LiveConfig/PolicyConfig field (repeatable)")  # fmt: skip
     ap.add_argument("--no-offline", action="store_true", help="skip the offline WER baseline")
@@ -450,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(args.model, threads=args.threads)
     warm_up(engine, audio, config.language)
     load0 = os.getloadavg()[0]
-    run = run_stream(engine, audio, config, args.clock, args.chunk)
+    run = run_stream(engine, audio, config, args.clock, args.chunk, args.timer)
     metrics = evaluate(run, segments, duration, norm)
     out: dict[str, Any] = {k: v for k, v in metrics.items() if k != "segments"}
     out["rtf"] = run["compute_s"] / duration
@@ -468,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         reference=args.reference,
         model=args.model,
         clock=args.clock,
+        timer=args.timer,
         chunk_s=args.chunk,
         duration_s=duration,
         compute_s=run["compute_s"],

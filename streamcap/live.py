@@ -44,8 +44,8 @@ class LiveConfig:
     segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     lock_language: bool = True
-    partial_context_margin_s: float | None = 1.0
-    partial_context_min_s: float = 5.0
+    partial_context_margin_s: float | None = 2.0
+    partial_context_min_s: float = 6.0
 
     def __post_init__(self) -> None:
         if self.task not in ("transcribe", "translate"):

@@ -69,7 +69,12 @@ class PolicyConfig:
     - commit_sentences / max_locked_chars: emit locked words as a final at a sentence end, or
       when this many characters are locked but not emitted.
     - holdback_words: unlocked words at the end of a partial that are not shown (the last word
-      of a window cut mid-speech is often unfinished).
+      of a window cut mid-speech is often unfinished); never hides a partial's only words.
+    - trim_partial_punct: drop the sentence punctuation Whisper puts after the last word of an
+      unfinished window (it usually disappears when the next words come).
+    - capitalize: start a caption with a capital letter when it starts a sentence (the stream's
+      first, or after a final that ends one); Whisper's case for a window's first word varies
+      from decode to decode, and partial and final then agree.
     - prompt_chars: previous final text given to the decoder as prompt (0: none).
     - no_speech_threshold / logprob_threshold: drop a decode whose no-speech probability is at
       least the first and whose average log-probability is at most the second (Whisper's rule).
@@ -84,7 +89,9 @@ class PolicyConfig:
     agreement: int = 2
     commit_sentences: bool = True
     max_locked_chars: int = 84
-    holdback_words: int = 0
+    holdback_words: int = 1
+    trim_partial_punct: bool = True
+    capitalize: bool = True
     prompt_chars: int = 0
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
@@ -190,12 +197,35 @@ def trim_loop(words: list[str], min_repeats: int = 3, max_n: int = 12) -> list[s
             break
         tail = [norm_word(w) for w in words[-n:]]
         r = 1
-        while len(words) >= (r + 1) * n and [
-            norm_word(w) for w in words[len(words) - (r + 1) * n : len(words) - r * n]
-        ] == tail:
+        while (
+            len(words) >= (r + 1) * n
+            and [norm_word(w) for w in words[len(words) - (r + 1) * n : len(words) - r * n]] == tail
+        ):
             r += 1
         if r >= min_repeats:
             return words[: len(words) - (r - 1) * n]
+    return words
+
+
+def trim_restart(words: list[str], min_words: int = 2, ngram: int = 4) -> list[str]:
+    """Cut a decode that starts over or goes round (``A B C. A B C``, ``x y z w ... x y z w``).
+
+    Shortened-context partials do this. A restart repeats the first three words (two after a
+    sentence or clause end); a round repeats any ``ngram`` words seen before.
+    """
+    norm = [norm_word(w) for w in words]
+    seen: set[tuple[str, ...]] = set()
+    for i in range(len(norm)):
+        if min_words <= i <= len(norm) - min_words:
+            m = min(3, len(norm) - i)
+            after_stop = words[i - 1].endswith((*_SENTENCE_END, ","))
+            if (m == 3 or after_stop) and norm[i : i + m] == norm[:m]:
+                return words[:i]
+        gram = tuple(norm[i : i + ngram])
+        if len(gram) == ngram:
+            if gram in seen:
+                return words[:i]
+            seen.add(gram)
     return words
 
 
@@ -210,13 +240,15 @@ def is_hallucination(result: DecodeResult, config: PolicyConfig) -> bool:
     return ns >= config.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES
 
 
-def result_words(result: DecodeResult, config: PolicyConfig) -> list[str]:
+def result_words(result: DecodeResult, config: PolicyConfig, partial: bool = False) -> list[str]:
     """The words a decode contributes after the hallucination guards."""
     if is_hallucination(result, config):
         return []
     words = words_of(result.text)
     if result.stopped_by == "loop":
         words = trim_loop(words)
+    if partial:
+        words = trim_restart(words)
     return words
 
 
@@ -438,7 +470,7 @@ class CaptionPolicy:
         self, w: _Window, req: DecodeRequest, result: DecodeResult, now: float, step: Step
     ) -> None:
         cfg = self.config
-        words = result_words(result, cfg)
+        words = result_words(result, cfg, partial=True)
         tail = words[align_prefix(w.locked, words) :]
         if cfg.agreement:
             w.history = [*w.history[-(cfg.agreement - 1) :], tail]
@@ -452,8 +484,11 @@ class CaptionPolicy:
                     tail = tail[n:]
         self._emit_locked(w, now, step)
         pending = w.locked[w.emitted :]
-        shown = tail[: max(0, len(tail) - cfg.holdback_words)] if tail else []
-        text = " ".join(pending + shown)
+        shown = tail[: max(min(1, len(tail)), len(tail) - cfg.holdback_words)]
+        if shown and cfg.trim_partial_punct:
+            last = shown[-1].rstrip(".,?!;:\u3002\uff1f\uff01\u2026")
+            shown = shown[:-1] + [last] if last else shown[:-1]
+        text = self._display(" ".join(pending + shown))
         if text or w.shown:
             committed = len(" ".join(pending))
             step.captions.append(
@@ -495,9 +530,18 @@ class CaptionPolicy:
         if text or w.shown:  # an empty final clears a partial left on screen
             self._emit_final(w.segment, text, w.seg_start, w.end, now, step)
 
+    def _display(self, text: str) -> str:
+        if not text or not self.config.capitalize:
+            return text
+        last = self._finals_text[-1] if self._finals_text else ""
+        if last and not last.endswith(_SENTENCE_END):
+            return text
+        return text[0].upper() + text[1:]
+
     def _emit_final(
         self, segment: int, text: str, start: float, end: float, now: float, step: Step
     ) -> None:
+        text = self._display(text)
         step.captions.append(
             self.log.emit("final", segment, text, start, end, len(text), _latency_ms(now, end))
         )

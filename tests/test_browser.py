@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from streamcap.server.app import ServerConfig, ServerThread
+from streamcap.server.config import ServerConfig
+from streamcap.server.thread import ServerThread
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -90,7 +91,7 @@ def test_mic_page_feeds_server_and_overlay_shows_words(
     expect(mic.locator("body")).to_have_attribute("data-state", "live", timeout=30_000)
 
     # The whole clip: the second sentence comes after a pause and ends the audio.
-    words = re.compile(r"fellow americans.*you can do for your country", re.I | re.DOTALL)
+    words = re.compile(r"fellow\s+americans.*you\s+can\s+do\s+for\s+your\s+country", re.I | re.S)
     expect(overlay.locator("#box")).to_contain_text(words, timeout=90_000)
     expect(mic.locator("#captions")).to_contain_text(words, timeout=30_000)
     # Only whole words on a line, never more lines than asked for.

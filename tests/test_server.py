@@ -27,8 +27,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from streamcap.audio.pcm import float_to_pcm
-from streamcap.server.app import ServerConfig, ServerThread
 from streamcap.server.client import publish, watch, ws_url
+from streamcap.server.config import ServerConfig
+from streamcap.server.thread import ServerThread
 
 pytestmark = pytest.mark.model
 
@@ -496,3 +497,45 @@ def test_protocol_doc_example_runs(worker: Any, tmp_path: Path, speech: dict) ->
         )
     assert run.returncode == 0, run.stderr
     assert "final" in run.stdout and "barrel" in run.stdout.lower(), run.stdout
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+def _cli(*args: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "streamcap.cli", *args]
+
+
+def test_demo_command_prints_captions_and_overlay_url() -> None:
+    run = subprocess.run(_cli("demo"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"http://127\.0\.0\.1:\d+/overlay\?stream=demo", run.stdout), run.stdout
+    assert recall(run.stdout, "ask not what your country can do for you") > 0.8, run.stdout
+
+
+def test_serve_command_starts_and_stops_cleanly(tmp_path: Path) -> None:
+    import signal
+
+    proc = subprocess.Popen(
+        _cli("serve", "--port", "0", "--record", str(tmp_path), "--view-token", VIEW),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = None
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            m = re.search(r"serving on (http://\S+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url is not None, "no 'serving on' line"
+        assert http_get(url + "healthz")[0] == 200
+        assert http_get(url + "streams/x.srt")[0] == 401
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import ssl
-import threading
 import time
-from collections.abc import Callable, Coroutine
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Literal, Protocol, TextIO, TypeVar
+from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -36,11 +32,10 @@ from streamcap.audio.resample import StreamResampler
 from streamcap.captions import Caption, CaptionWriter, JsonlWriter, render_srt, render_vtt
 
 from . import routes
+from .config import LiveStreamLike, ServerConfig, StreamFactory, live_stream_factory
 from .hub import Hub, StreamEntry, Viewer
 from .metrics import CONTENT_TYPE, ServerMetrics, worker_snapshot
 from .protocol import (
-    DEFAULT_BURST_S,
-    DEFAULT_MAX_FRAME_BYTES,
     STREAM_ID_RE,
     CloseCode,
     IngestState,
@@ -53,92 +48,9 @@ from .protocol import (
     ready_message,
 )
 
+__all__ = ["CaptionServer", "ServerConfig", "StreamFactory", "live_stream_factory"]
+
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Everything the server needs to know; the CLI builds one from flags."""
-
-    host: str = "127.0.0.1"
-    port: int = 8765
-    publish_token: str | None = None
-    view_token: str | None = None
-    #: Origins allowed besides the server's own (same host:port); "*" allows any.
-    allowed_origins: tuple[str, ...] = ()
-    max_streams: int = 8
-    max_viewers: int = 256
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    #: A publisher that sends nothing for this long is closed (1008).
-    idle_timeout_s: float = 30.0
-    #: Audio a publisher may be ahead of real time (None: no flood guard).
-    burst_s: float | None = DEFAULT_BURST_S
-    unknown_stream: Literal["wait", "reject"] = "wait"
-    #: Ended streams kept for `since` replay and SRT/VTT (oldest dropped first).
-    retain_streams: int = 64
-    max_finals: int = 10_000
-    #: A viewer whose socket does not take one event within this time is closed (1008).
-    viewer_send_timeout_s: float = 10.0
-    #: How long to wait for the last final after a publisher stops or drops.
-    finish_timeout_s: float = 60.0
-    record_dir: Path | None = None
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    web_dir: Path | None = None
-    ping_interval_s: float | None = 20.0
-    #: Language for streams whose start message says null (None: detect).
-    default_language: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("--tls-cert and --tls-key go together")
-        if self.unknown_stream not in ("wait", "reject"):
-            raise ValueError(
-                f"unknown_stream must be 'wait' or 'reject', not {self.unknown_stream!r}"
-            )
-        for name in ("max_streams", "max_viewers", "max_frame_bytes", "retain_streams"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-
-    @property
-    def tls(self) -> bool:
-        return self.tls_cert is not None
-
-
-class LiveStreamLike(Protocol):
-    def feed(self, samples: Any) -> None: ...
-    def finish(self) -> None: ...
-    def wait_idle(self, timeout: float | None = None) -> Any: ...
-
-
-#: (stream id, validated start message, caption callback from any thread) -> live stream.
-StreamFactory = Callable[[str, StartMessage, Callable[[Caption], None]], LiveStreamLike]
-
-
-def live_stream_factory(
-    worker: Any, base_config: Any = None, default_language: str | None = None
-) -> StreamFactory:
-    """Builds `streamcap.live.LiveStream`s on `worker`, per-stream language/task from `start`."""
-    from streamcap.audio.clock import RealClock
-    from streamcap.live import LiveConfig, LiveStream
-
-    base = base_config if base_config is not None else LiveConfig()
-
-    def make(stream: str, start: StartMessage, on_caption: Callable[[Caption], None]) -> Any:
-        language = start.language or default_language
-        engine = getattr(worker, "engine", None)
-        if language is not None and engine is not None and engine.multilingual:
-            try:
-                engine.spec.language_id(language)
-            except Exception:
-                raise ProtocolError(
-                    CloseCode.UNSUPPORTED_DATA, f"unsupported language {language!r}"
-                ) from None
-        cfg = dataclasses.replace(base, language=language, task=start.task)
-        return LiveStream(stream, worker, on_caption, cfg, RealClock())
-
-    return make
 
 
 class _AppendingJsonl(JsonlWriter):
@@ -503,74 +415,3 @@ class CaptionServer:
                     return
                 viewer.cursor = cap.seq
                 self.metrics.events_sent.inc()
-
-
-# ---------------------------------------------------------------------- running in a thread
-
-
-class ServerThread:
-    """A `CaptionServer` on its own event loop in a background thread (tests, tools).
-
-    `with ServerThread(config, worker) as srv: srv.url(...)`; `srv.call(coro_fn)` runs a
-    coroutine function on the server's loop and returns its result.
-    """
-
-    def __init__(self, config: ServerConfig, worker: Any, **kwargs: Any) -> None:
-        self.config = config
-        self.worker = worker
-        self._kwargs = kwargs
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self.server: CaptionServer | None = None
-        self._thread = threading.Thread(target=self._run, name="caption-server", daemon=True)
-
-    def _run(self) -> None:
-        asyncio.run(self._main())
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        try:
-            self.server = CaptionServer(self.config, self.worker, **self._kwargs)
-            await self.server.start()
-        except BaseException as e:  # noqa: BLE001 - re-raised in start()
-            self._error = e
-            self._ready.set()
-            return
-        self._ready.set()
-        await self._stop.wait()
-        await self.server.close()
-
-    def start(self) -> ServerThread:
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def call(self, fn: Callable[[], Coroutine[Any, Any, T]], timeout: float = 60) -> T:
-        assert self._loop is not None
-        fut: Future[T] = asyncio.run_coroutine_threadsafe(fn(), self._loop)
-        return fut.result(timeout)
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=120)
-
-    def url(self, path: str = "/", *, websocket: bool = False) -> str:
-        assert self.server is not None
-        return self.server.url(path, websocket=websocket)
-
-    @property
-    def port(self) -> int:
-        assert self.server is not None
-        return self.server.port
-
-    def __enter__(self) -> ServerThread:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -82,6 +82,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--retain-streams", type=int, default=d.retain_streams, help="ended streams kept for replay"
     )
     g.add_argument("--web-dir", type=Path, help=argparse.SUPPRESS)
+    g = p.add_argument_group("captions")
+    g.add_argument(
+        "--partial-interval",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds of new speech between partial captions (default: the pipeline's)",
+    )
 
 
 def add_demo_arguments(p: argparse.ArgumentParser) -> None:
@@ -141,6 +149,19 @@ def _start_worker(args: argparse.Namespace) -> Any:
     return worker
 
 
+def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig) -> Any:
+    from dataclasses import replace
+
+    from streamcap.live import LiveConfig
+
+    from .config import live_stream_factory
+
+    base = LiveConfig()
+    if getattr(args, "partial_interval", None) is not None:
+        base = replace(base, policy=replace(base.policy, partial_interval_s=args.partial_interval))
+    return live_stream_factory(worker, base, config.default_language)
+
+
 async def _run_until_signal(server: CaptionServer) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -172,7 +193,7 @@ def run_serve(args: argparse.Namespace) -> int:
     worker = _start_worker(args)
 
     async def main() -> None:
-        server = CaptionServer(config, worker)
+        server = CaptionServer(config, worker, _stream_factory(args, worker, config))
         await server.start()
         err.print(f"[bold]streamcap serving[/] on {server.url('/')}")
         err.print(f"  mic page   {server.url('/')}")

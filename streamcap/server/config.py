@@ -1,0 +1,103 @@
+"""Server configuration and how the server makes a live stream for a publisher."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from streamcap.captions import Caption
+
+from .protocol import (
+    DEFAULT_BURST_S,
+    DEFAULT_MAX_FRAME_BYTES,
+    CloseCode,
+    ProtocolError,
+    StartMessage,
+)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything the server needs to know; the CLI builds one from flags."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    publish_token: str | None = None
+    view_token: str | None = None
+    #: Origins allowed besides the server's own (same host:port); "*" allows any.
+    allowed_origins: tuple[str, ...] = ()
+    max_streams: int = 8
+    max_viewers: int = 256
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    #: A publisher that sends nothing for this long is closed (1008).
+    idle_timeout_s: float = 30.0
+    #: Audio a publisher may be ahead of real time (None: no flood guard).
+    burst_s: float | None = DEFAULT_BURST_S
+    unknown_stream: Literal["wait", "reject"] = "wait"
+    #: Ended streams kept for `since` replay and SRT/VTT (oldest dropped first).
+    retain_streams: int = 64
+    max_finals: int = 10_000
+    #: A viewer whose socket does not take one event within this time is closed (1008).
+    viewer_send_timeout_s: float = 10.0
+    #: How long to wait for the last final after a publisher stops or drops.
+    finish_timeout_s: float = 60.0
+    record_dir: Path | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    web_dir: Path | None = None
+    ping_interval_s: float | None = 20.0
+    #: Language for streams whose start message says null (None: detect).
+    default_language: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together")
+        if self.unknown_stream not in ("wait", "reject"):
+            raise ValueError(
+                f"unknown_stream must be 'wait' or 'reject', not {self.unknown_stream!r}"
+            )
+        for name in ("max_streams", "max_viewers", "max_frame_bytes", "retain_streams"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+
+class LiveStreamLike(Protocol):
+    def feed(self, samples: Any) -> None: ...
+    def finish(self) -> None: ...
+    def wait_idle(self, timeout: float | None = None) -> Any: ...
+
+
+#: (stream id, validated start message, caption callback from any thread) -> live stream.
+StreamFactory = Callable[[str, StartMessage, Callable[[Caption], None]], LiveStreamLike]
+
+
+def live_stream_factory(
+    worker: Any, base_config: Any = None, default_language: str | None = None
+) -> StreamFactory:
+    """Builds `streamcap.live.LiveStream`s on `worker`, per-stream language/task from `start`."""
+    from streamcap.audio.clock import RealClock
+    from streamcap.live import LiveConfig, LiveStream
+
+    base = base_config if base_config is not None else LiveConfig()
+
+    def make(stream: str, start: StartMessage, on_caption: Callable[[Caption], None]) -> Any:
+        language = start.language or default_language
+        engine = getattr(worker, "engine", None)
+        if language is not None and engine is not None and engine.multilingual:
+            try:
+                engine.spec.language_id(language)
+            except Exception:
+                raise ProtocolError(
+                    CloseCode.UNSUPPORTED_DATA, f"unsupported language {language!r}"
+                ) from None
+        cfg = dataclasses.replace(base, language=language, task=start.task)
+        return LiveStream(stream, worker, on_caption, cfg, RealClock())
+
+    return make
