@@ -272,26 +272,25 @@ def evaluate(
 
     # first event showing a word of each segment: align each event's text to nearby segments
     first: dict[int, float] = {}
+    shows: list[list[int]] = []  # per event: the segments it shows a word of
     for t, cap in events:
         words = _words(norm, cap.text)
-        if not words:
-            continue
         near = [
             i
             for i, s in enumerate(segments)
-            if s["start"] < cap.end + 0.5 and s["end"] > cap.start - 0.5 and i not in first
+            if s["start"] < cap.end + 0.5 and s["end"] > cap.start - 0.5
         ]
-        if not near:
-            continue
         cand: list[str] = []
         cand_seg: list[int] = []
         for i in near:
             w = _words(norm, segments[i]["text"])
             cand += w
             cand_seg += [i] * len(w)
-        _, _, equal = align(cand, words)
-        for j in equal:
-            first.setdefault(cand_seg[j], t)
+        _, _, equal = align(cand, words) if words and cand else ({}, [], set())
+        shown = sorted({cand_seg[j] for j in equal})
+        shows.append(shown)
+        for i in shown:
+            first.setdefault(i, t)
     for i, row in enumerate(per_seg):
         row["first_partial_latency"] = first[i] - segments[i]["start"] if i in first else None
 
@@ -344,6 +343,7 @@ def evaluate(
         "hallucinated_words": halluc,
         "gap_minutes": gap_min,
         "segments": per_seg,
+        "event_segments": shows,
         "stream_text": " ".join(c.text for _, c in finals),
     }
 
@@ -388,50 +388,66 @@ def check_identical(engine: Engine, decodes: list[tuple[DecodeJob, JobOutcome]])
 
 def plot(path: Path, events: list[tuple[float, Caption]], metrics: dict[str, Any],
          segments: list[dict[str, Any]], duration: float, title: str) -> None:  # fmt: skip
+    """One row per reference segment: its audio (grey), the partials that showed its words
+    (blue ticks, at emit time) and the moment its last word became final (red triangle, with
+    the final's text). Below, the latencies per segment against the targets."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    width = min(60.0, max(12.0, duration * 0.14))
-    fig, (ax, lat) = plt.subplots(
-        2, 1, figsize=(width, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 1.3]}
-    )
-    for i, seg in enumerate(segments):
-        ax.barh(3, seg["end"] - seg["start"], left=seg["start"], height=0.5, color="0.7")
-        ax.text(seg["start"], 3.3 + 0.25 * (i % 2), seg["text"][:40], fontsize=6, va="bottom")
-    for t, cap in events:
-        if cap.type == "final":
-            if cap.text.strip():
-                ax.barh(2, cap.end - cap.start, left=cap.start, height=0.45, color="tab:green",
-                        alpha=0.6)  # fmt: skip
-                ax.plot([cap.end, t], [2, 1.6], color="tab:red", lw=0.7)
-                ax.plot(t, 1.6, "v", color="tab:red", ms=4)
-                ax.text(cap.start, 1.9, cap.text[:40], fontsize=5.5, va="top", rotation=-12)
-        else:
-            ax.plot(t, 1.0, "|", color="tab:blue", ms=9)
-            ax.plot([cap.end, t], [1.05, 1.0], color="tab:blue", lw=0.4, alpha=0.5)
-    ax.set_yticks([1, 1.6, 2, 3])
-    ax.set_yticklabels(["partials (emit time)", "final emitted", "finals (audio span)",
-                        "reference"])  # fmt: skip
-    ax.set_ylim(0.5, 4.2)
-    ax.set_title(title, fontsize=9)
-    ax.grid(axis="x", alpha=0.3)
     rows = metrics.get("segments", [])
+    shows: list[list[int]] = metrics.get("event_segments", [[] for _ in events])
+    n = max(1, len(segments))
+    width = min(40.0, max(14.0, duration * 0.1))
+    fig, (ax, lat) = plt.subplots(
+        2, 1, figsize=(width, 2.5 + 0.28 * n), sharex=True,
+        gridspec_kw={"height_ratios": [0.28 * n, 2.2]},
+    )  # fmt: skip
+    for i, seg in enumerate(segments):
+        y = n - 1 - i
+        ax.barh(y, seg["end"] - seg["start"], left=seg["start"], height=0.6, color="0.8")
+        lat_i = rows[i].get("final_latency") if i < len(rows) else None
+        x = seg["end"] + max(0.0, lat_i or 0.0) + 3.2
+        ax.text(x, y, seg["text"][:70], fontsize=6.5, va="center", color="0.25")
+    for (t, cap), segs in zip(events, shows, strict=True):
+        for i in segs:
+            y = n - 1 - i
+            if cap.type == "partial":
+                ax.plot(t, y + 0.2, "|", color="tab:blue", ms=7, mew=1.2)
+            else:
+                ax.plot(t, y - 0.2, "|", color="tab:green", ms=7, mew=1.2)
+    for i, row in enumerate(rows):
+        if row.get("final_latency") is not None:
+            y = n - 1 - i
+            t = row["end"] + row["final_latency"]
+            ax.plot(t, y, "<", color="tab:red", ms=6)
+            ax.text(t + 0.25, y, f"{row['final_latency']:.2f} s", fontsize=6, va="center",
+                    color="tab:red")  # fmt: skip
+    noise = [(t, c) for (t, c), segs in zip(events, shows, strict=True) if not segs and c.text]
+    for t, cap in noise:  # captions aligned to no reference segment (hallucination candidates)
+        ax.plot(t, -0.8, "x", color="tab:purple", ms=6)
+        ax.text(t, -1.3, cap.text[:30], fontsize=6, color="tab:purple", rotation=20)
+    ax.set_yticks([])
+    ax.set_ylim(-1.6, n)
+    ax.set_title(title + "\nrows: reference segments (grey, audio time); blue |: partial "
+                 "showing a word of it; green |: final; red <: its last word final (latency); "
+                 "purple x: caption matching no segment", fontsize=8)  # fmt: skip
+    ax.grid(axis="x", alpha=0.3)
     xs = [r["end"] for r in rows if r["final_latency"] is not None]
     ys = [r["final_latency"] for r in rows if r["final_latency"] is not None]
     lat.bar(xs, ys, width=0.8, color="tab:red", label="final latency (s, at segment end)")
     xs = [r["start"] for r in rows if r.get("first_partial_latency") is not None]
     ys = [r["first_partial_latency"] for r in rows if r.get("first_partial_latency") is not None]
     lat.bar(xs, ys, width=0.5, color="tab:blue", alpha=0.7, label="first-partial latency (s)")
-    for y, style in ((1.0, ":"), (2.0, "--")):
+    for y, style in ((1.0, ":"), (1.5, "-."), (2.0, "--")):
         lat.axhline(y, color="k", ls=style, lw=0.6)
-    lat.set_xlabel("stream time (s): audio time for spans, clock time for emissions")
+    lat.set_xlabel("stream time (s)")
     lat.set_ylabel("seconds")
     lat.legend(fontsize=7, loc="upper right")
-    lat.set_xlim(0, duration + 2)
+    lat.set_xlim(0, duration + 3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
@@ -448,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="base")
     ap.add_argument("--language", default="en")
     ap.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per feed")
+    ap.add_argument("--gain", type=float, default=1.0,
+                    help="multiply the audio (clipped): louder noise tests the guards")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--timer", choices=("wall", "thread"), default="wall",
                     help="simulated clock charges wall time, or the worker thread's CPU time "
@@ -461,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     config = build_config(args.language, args.set)
     norm, norm_name = make_normalizer()
     audio = load_audio(args.audio)
+    if args.gain != 1.0:
+        audio = np.clip(audio * args.gain, -1.0, 1.0).astype(np.float32)
     duration = len(audio) / SR
     segments: list[dict[str, Any]] = []
     if args.reference:
@@ -470,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()[0]
     run = run_stream(engine, audio, config, args.clock, args.chunk, args.timer)
     metrics = evaluate(run, segments, duration, norm)
-    out: dict[str, Any] = {k: v for k, v in metrics.items() if k != "segments"}
+    out: dict[str, Any] = {
+        k: v for k, v in metrics.items() if k not in ("segments", "event_segments")
+    }
     out["rtf"] = run["compute_s"] / duration
     if not args.no_offline:
         out["offline_wer"], out["offline_texts"] = offline_wer(
@@ -488,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         clock=args.clock,
         timer=args.timer,
         chunk_s=args.chunk,
+        gain=args.gain,
         duration_s=duration,
         compute_s=run["compute_s"],
         segmenter_policy_s=run["feed_s"],
@@ -497,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         worker=run["worker"],
         config=_config_dict(config),
         segments=metrics["segments"],
+        decodes=[_decode_row(job, o) for job, o in run["decodes"]],
         captions=[{**cap.to_dict(), "emit_s": round(t, 3)} for t, cap in events],
     )
     Path(args.json).write_text(json.dumps(out, indent=1, default=_json_default))
@@ -509,12 +533,36 @@ def main(argv: list[str] | None = None) -> int:
         f"flicker {_f(out['flicker'])}  RTF {_f(out['rtf'])}"
     )
     plot(png, events, metrics, segments, duration, title)
+
     keys = ("final_latency_p50", "final_latency_p95", "first_partial_latency_p50",
             "first_partial_latency_p95", "stream_wer", "offline_wer", "flicker", "rtf",
             "hallucinated_words_per_min", "speculative_identical", "missed_segments")  # fmt: skip
     print(json.dumps({k: out.get(k) for k in keys}, default=_json_default))
     print(f"wrote {args.json} and {png}", file=sys.stderr)
     return 0
+
+
+def _decode_row(job: DecodeJob, out: JobOutcome) -> dict[str, Any]:
+    r = out.result
+    row: dict[str, Any] = {
+        "kind": job.kind,
+        "window": job.window,
+        "audio_s": round(len(job.audio) / SR, 3),
+        "context_s": out.context_s,
+        "encoder_s": round(out.encoder_s, 4),
+        "decoder_s": round(out.decoder_s, 4),
+    }
+    if r is not None:
+        row.update(
+            text=r.text,
+            no_speech_prob=round(r.no_speech_prob, 4),
+            avg_logprob=None if r.avg_logprob is None else round(r.avg_logprob, 4),
+            stopped_by=r.stopped_by,
+            drafted=r.stats.drafted,
+            accepted=r.stats.accepted,
+            forward_passes=r.stats.forward_passes,
+        )
+    return row
 
 
 def _f(x: Any) -> str:

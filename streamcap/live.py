@@ -13,6 +13,7 @@ fed first).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,8 @@ from streamcap.decoding.options import DecodingOptions
 from streamcap.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
 from streamcap.vad import SAMPLE_RATE, Segmenter, SegmenterConfig
 from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -171,10 +174,13 @@ class LiveStream:
     # ------------------------------------------------------------------ internals
 
     def _apply(self, step: Step) -> None:
-        """Deliver captions, then submit requests (caller holds the lock)."""
+        """Deliver captions (in seq order), then submit requests (caller holds the lock)."""
         for cap in step.captions:
             if self.on_caption is not None:
-                self.on_caption(cap)
+                try:
+                    self.on_caption(cap)
+                except Exception:  # a viewer's bug must not lose the stream's state
+                    log.exception("on_caption of stream %r failed", self.stream_id)
         for req in step.requests:
             self._outstanding += 1
             self.worker.submit(self._job(req))

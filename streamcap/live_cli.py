@@ -220,7 +220,7 @@ class _Display:
         if cap.type == "final":
             self.partial = None
             if self.live is not None:
-                self.live.update("")
+                self.live.update("", refresh=True)
             if cap.text.strip():
                 if self.live is not None:
                     self.live.console.print(cap.text, markup=False)
@@ -232,7 +232,7 @@ class _Display:
             self.partial = cap
             t = Text(cap.text[: cap.committed_chars])
             t.append(cap.text[cap.committed_chars :], style="dim")
-            self.live.update(t)
+            self.live.update(t, refresh=True)
 
 
 def run_dictate(args: argparse.Namespace) -> int:

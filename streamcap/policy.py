@@ -9,16 +9,16 @@ How an utterance becomes captions:
   a partial decode of the whole window is requested (the worker may use a shortened encoder
   context for it). Its text is shown as a partial; the previous partial's tokens are the
   hypothesis the decoder drafts from.
-- Words on which `agreement` consecutive partials agree are *locked* (LocalAgreement): they will
-  never change. A partial's `committed_chars` counts its locked prefix; locked words are emitted
-  as a final for part of the utterance at a sentence end or once `max_locked_chars` wait, so a
-  long monologue does not hold its text back until it ends.
+- Words on which `agreement` consecutive partials agree are *locked* (LocalAgreement): they are
+  shown as stable (a partial's `committed_chars` counts its locked prefix) and, at a sentence
+  end or once `max_locked_chars` wait, emitted as a final for part of the utterance, so a long
+  monologue does not hold its text back until it ends.
 - When the delivered audio stops (the segmenter holds silence back once it is longer than its
   tail) for `pause_final_s`, the window is closed at that point and decoded exactly, with the
   model's standard 30 s input: the same audio the final would get if the utterance ended there.
   If speech resumes, the next window starts at the cut (which lies in silence). At `SpeechEnd`
-  the window is closed likewise. A closed window's final is its exact decode, after the words
-  already emitted from it; a final is never revised.
+  the window is closed likewise. A closed window's final is its exact decode after the words
+  already emitted from it (`exact_finals`); a final is never revised.
 - Hallucination guards: no-speech probability with average log-probability, known silence
   phrases only when no-speech is also high, repetition loops trimmed to one copy.
 """
@@ -66,6 +66,7 @@ class PolicyConfig:
       speech end.
     - agreement: consecutive partials that must agree on words to lock them (0: never lock;
       windows are then committed only when they close).
+    - lock_margin: words at the end of any of those partials that are not locked yet.
     - commit_sentences / max_locked_chars: emit locked words as a final at a sentence end, or
       when this many characters are locked but not emitted.
     - holdback_words: unlocked words at the end of a partial that are not shown (the last word
@@ -78,8 +79,14 @@ class PolicyConfig:
     - prompt_chars: previous final text given to the decoder as prompt (0: none).
     - no_speech_threshold / logprob_threshold: drop a decode whose no-speech probability is at
       least the first and whose average log-probability is at most the second (Whisper's rule).
+    - min_avg_logprob: drop any decode less confident than this on average (noise and music;
+      speech here measured above -1.0).
     - phrase_no_speech_threshold: drop a known silence phrase (`SILENCE_PHRASES`) when the
       no-speech probability is at least this.
+    - exact_finals: a closed window's final is its exact decode after the words already sent as
+      finals: locked words not yet sent are shown as stable in partials, but the exact decode
+      has the last word (where it only differs in case or punctuation, the shown form stays).
+      False: locked words are kept as they are.
     - max_window_s: a window is closed at this length whatever happens (Whisper sees 30 s).
     """
 
@@ -87,14 +94,17 @@ class PolicyConfig:
     first_partial_s: float | None = None
     pause_final_s: float | None = 0.0
     agreement: int = 2
+    lock_margin: int = 1
     commit_sentences: bool = True
     max_locked_chars: int = 84
-    holdback_words: int = 1
+    holdback_words: int = 2
     trim_partial_punct: bool = True
     capitalize: bool = True
+    exact_finals: bool = True
     prompt_chars: int = 0
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
+    min_avg_logprob: float = -1.5
     phrase_no_speech_threshold: float = 0.2
     max_window_s: float = 29.5
 
@@ -237,6 +247,8 @@ def is_hallucination(result: DecodeResult, config: PolicyConfig) -> bool:
         return False
     if ns >= config.no_speech_threshold and (lp is None or lp <= config.logprob_threshold):
         return True
+    if lp is not None and lp < config.min_avg_logprob:
+        return True
     return ns >= config.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES
 
 
@@ -244,9 +256,7 @@ def result_words(result: DecodeResult, config: PolicyConfig, partial: bool = Fal
     """The words a decode contributes after the hallucination guards."""
     if is_hallucination(result, config):
         return []
-    words = words_of(result.text)
-    if result.stopped_by == "loop":
-        words = trim_loop(words)
+    words = trim_loop(words_of(result.text), 3 if result.stopped_by == "loop" else 4)
     if partial:
         words = trim_restart(words)
     return words
@@ -340,9 +350,10 @@ class CaptionPolicy:
             if w is not None:
                 if event.end <= w.start:  # split before this window: its audio comes again
                     self._window = None
-                    self._next_segment = min(self._next_segment, w.segment)
                     if w.partial_pending is not None:
                         self._requests.pop(w.partial_pending, None)
+                    if w.shown:  # clear its partial: the next window has its own segment
+                        self._emit_final(w.segment, "", w.seg_start, w.seg_start, now, step)
                 else:
                     w.cut(event.end)
                     self._close(w, step)
@@ -477,6 +488,8 @@ class CaptionPolicy:
             w.history_end = [*w.history_end[-(cfg.agreement - 1) :], req.end]
             if len(w.history) == cfg.agreement:
                 n = min(common_prefix(w.history[0], h) for h in w.history[1:])
+                if cfg.lock_margin:  # a partial's last words may be cut mid-word: not yet
+                    n = min([n] + [len(h) - cfg.lock_margin for h in w.history])
                 if n:
                     w.locked += tail[:n]
                     w.locked_end = w.history_end[0]
@@ -525,8 +538,14 @@ class CaptionPolicy:
 
     def _finalise(self, w: _Window, result: DecodeResult | None, now: float, step: Step) -> None:
         words = result_words(result, self.config) if result is not None else []
-        rest = words[align_prefix(w.locked, words) :] if words else []
-        text = " ".join(w.locked[w.emitted :] + rest)
+        if self.config.exact_finals:  # the exact decode, after the words already sent
+            rest = words[align_prefix(w.locked[: w.emitted], words) :]
+            shown = w.locked[w.emitted :]
+            same = common_prefix(shown, rest)  # equal but for case and punctuation:
+            text = " ".join(shown[:same] + rest[same:])  # keep them as they were shown
+        else:  # locked words stand, the exact decode adds what follows them
+            rest = words[align_prefix(w.locked, words) :] if words else []
+            text = " ".join(w.locked[w.emitted :] + rest)
         if text or w.shown:  # an empty final clears a partial left on screen
             self._emit_final(w.segment, text, w.seg_start, w.end, now, step)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import math
 import threading
 import time
@@ -37,6 +38,7 @@ from streamcap.audio.clock import Clock
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.engine import SAMPLE_RATE, WINDOW_S, Encoded, Engine
 
+log = logging.getLogger(__name__)
 JobKind = Literal["partial", "final"]
 POSITIONS_PER_S = 50  # encoder output frames per second of audio (1500 for 30 s)
 
@@ -305,6 +307,8 @@ class InferenceWorker:
             self._account(job, outcome)
         try:
             job.on_done(job, outcome)
+        except Exception:  # the submitter's bug must not stop every other stream
+            log.exception("on_done of a %s job of stream %r failed", job.kind, job.stream)
         finally:
             with self._cond:
                 self._running = None
@@ -353,7 +357,10 @@ class InferenceWorker:
                 for s in (self._total, self._streams.setdefault(job.stream, _Stats())):
                     s.dropped_partials += job.kind == "partial"
         for job in jobs:
-            job.on_done(job, JobOutcome(dropped=True))
+            try:
+                job.on_done(job, JobOutcome(dropped=True))
+            except Exception:
+                log.exception("on_done of a dropped job of stream %r failed", job.stream)
 
     # ------------------------------------------------------------------ stats
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -176,12 +177,14 @@ def test_transcribe_live_command(tmp_path: Path) -> None:
         "--clock", "simulated", "--output", str(out),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("[")]
-    kinds = [x.split()[2] for x in lines]
+    line = re.compile(r"^\[\s*([\d.]+)s\] (partial|FINAL)\s+#(\d+)\s+([\d.]+)-\s*([\d.]+)  (.*)$")
+    rows = [m.groups() for m in map(line.match, proc.stdout.splitlines()) if m]
+    kinds = [r[1] for r in rows]
     assert "partial" in kinds and "FINAL" in kinds
-    times = [float(x[1 : x.index("s]")]) for x in lines]
+    times = [float(r[0]) for r in rows]
     assert times == sorted(times)
-    finals = " ".join(x.split("  ", 2)[-1] for x in lines if " FINAL " in x)
+    assert all(float(r[0]) >= float(r[4]) for r in rows)  # emitted after its audio
+    finals = " ".join(r[5] for r in rows if r[1] == "FINAL")
     assert wer("en_real_librivox_0870", finals) <= 0.15
     srt = out.read_text()
     assert "-->" in srt and "dashwood" in srt.lower()
@@ -238,14 +241,15 @@ def test_dictate_through_a_virtual_microphone(pulse_mic: PulseMic, tmp_path: Pat
         assert any("americans" in g.lower() for g in got), got
         time.sleep(1.5)  # into the next sentence of the loop: Ctrl-C mid-utterance
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=90)
+        proc.wait(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    reader.join(5)
+    reader.join(10)
     while not lines.empty():
         got.append(lines.get())
+    err = proc.stderr.read() if proc.stderr else ""
     assert proc.returncode == 0, err[-3000:]
     assert "stopping" in err and "Traceback" not in err
     saved = out.read_text().splitlines()

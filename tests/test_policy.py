@@ -175,6 +175,7 @@ def test_hallucination_rules() -> None:
     assert is_hallucination(result("Thank you.", no_speech=0.3), cfg)
     assert not is_hallucination(result("Thank you.", no_speech=0.02), cfg)  # people say it
     assert is_hallucination(result("blah blah", no_speech=0.8, logprob=-1.2), cfg)
+    assert is_hallucination(result("I", no_speech=0.2, logprob=-3.3), cfg)  # music
     assert not is_hallucination(result("clear speech", no_speech=0.8, logprob=-0.3), cfg)
     assert norm_text("Thanks for watching!") == "thanks for watching"
 
@@ -212,7 +213,7 @@ def test_partials_every_interval_then_an_exact_final_at_speech_end() -> None:
     assert hyps[0] is None and all(h for h in hyps[1:])
 
 
-def test_final_text_is_never_revised_and_partials_show_locked_words() -> None:
+def test_partials_show_locked_words_as_committed() -> None:
     words = script("one two three four five six seven eight nine ten", 0.0, 0.5)
     cfg = PolicyConfig(partial_interval_s=1.0, pause_final_s=None, agreement=2)
     d = Driver(cfg, FakeDecoder(words))
@@ -225,6 +226,34 @@ def test_final_text_is_never_revised_and_partials_show_locked_words() -> None:
     assert norm_text(final) == "one two three four five six seven eight nine ten"
     for p, lk in zip(partials, locked, strict=True):  # the committed prefix never changes
         assert norm_text(final).startswith(norm_text(lk)), (p.text, final)
+
+
+def _locked_window(cfg: PolicyConfig, partial_text: str, final_text: str) -> list[Caption]:
+    """Two agreeing partials lock words, then the window's exact decode says `final_text`."""
+    pol = CaptionPolicy(cfg, CaptionLog("t"))
+    pol.on_event(SpeechStart(0.0), 0.0)
+    caps: list[Caption] = []
+    for k in (1, 2):
+        ev = SpeechAudio(np.zeros(SR, np.float32), k - 1.0, float(k))
+        (req,) = pol.on_event(ev, float(k)).requests
+        caps += pol.on_result(req, result(partial_text), k + 0.1).captions
+    (final,) = pol.on_event(SpeechEnd(0.0, 2.0, "silence"), 2.2).requests
+    return caps + pol.on_result(final, result(final_text), 2.5).captions
+
+
+def test_exact_final_corrects_locked_words_but_keeps_their_shown_form() -> None:
+    cfg = PolicyConfig(partial_interval_s=1.0, pause_final_s=None, holdback_words=0)
+    caps = _locked_window(cfg, "the Cat, sat on the mat", "The bat sat on the mat.")
+    partial = caps[-2]
+    # the last word of a partial is never locked (it may be cut mid-word)
+    assert partial.type == "partial" and partial.text[: partial.committed_chars] == (
+        "The Cat, sat on the"
+    )
+    assert caps[-1].type == "final" and caps[-1].text == "The bat sat on the mat."
+    caps = _locked_window(cfg, "and so my friends", "And so, my friends.")
+    assert caps[-1].text == "And so my friends."  # only case/punctuation differ: as shown
+    kept = _locked_window(replace(cfg, exact_finals=False), "the Cat, sat", "The bat sat.")
+    assert kept[-1].text == "The Cat, sat."
 
 
 def test_long_monologue_commits_sentences_before_it_ends() -> None:
@@ -331,6 +360,11 @@ def test_repetition_loop_in_a_final_is_cut_to_one_copy() -> None:
     final = pol.on_event(SpeechEnd(0.0, 1.0, "silence"), 1.2).requests[0]
     looped = result("I said no no no no no no no", stopped_by="loop")
     assert [c.text for c in pol.on_result(final, looped, 1.5).captions] == ["I said no"]
+    pol.on_event(SpeechStart(2.0), 2.0)
+    pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 2.0, 3.0), 3.0)
+    final = pol.on_event(SpeechEnd(2.0, 3.0, "silence"), 3.2).requests[0]
+    four = result("Nihonu, Nihonu, Nihonu, Nihonu,")  # under the decoder's loop guard
+    assert [c.text for c in pol.on_result(final, four, 3.5).captions] == ["Nihonu,"]
 
 
 def test_prompt_is_the_end_of_the_committed_text() -> None:
