@@ -14,7 +14,7 @@ class DecodingOptions:
     prompt_ids: tuple[int, ...] = ()  # previous text, fed after <|startofprev|>
     max_tokens_per_second: float = 12.0  # loop guard: tokens allowed per second of audio
     min_token_budget: int = 24  # ... plus this many, so short clips are never cut
-    max_draft: int = 32  # upper bound on K
+    max_draft: int = 16  # upper bound on K
     initial_draft: int = 8  # K at the start of a decode
 
 

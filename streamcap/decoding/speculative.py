@@ -23,6 +23,7 @@ from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOption
 from streamcap.decoding.verify import DraftLength, accept, extend
 
 MAX_PROMPT_TOKENS = 223  # Whisper keeps at most half the 448-token context for the prompt
+_VERIFY_CHUNK = 8  # rows projected onto the vocabulary at a time while verifying
 
 
 class DecodingError(ValueError):
@@ -151,6 +152,28 @@ class SpeculativeDecoder:
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.proj_out(hidden).float()
 
+    def _verify_rows(
+        self, rows: torch.Tensor, draft: Sequence[int], *, begin: bool
+    ) -> tuple[torch.Tensor, list[int]]:
+        """Greedy choices after each row, projecting onto the vocabulary chunk by chunk.
+
+        The projection onto the vocabulary is the costliest part of a step, so rows past the
+        first disagreement with the draft are never projected.
+        """
+        parts: list[torch.Tensor] = []
+        predicted: list[int] = []
+        for c0 in range(0, rows.shape[0], _VERIFY_CHUNK):
+            logits = self._logits(rows[c0 : c0 + _VERIFY_CHUNK])
+            logits.masked_fill_(self._suppress, -math.inf)
+            if begin and c0 == 0:
+                logits[0].masked_fill_(self._begin, -math.inf)
+            parts.append(logits)
+            predicted += logits.argmax(-1).tolist()
+            checked = min(len(predicted), len(draft))
+            if any(predicted[i] != draft[i] for i in range(c0, checked)):
+                break
+        return (parts[0] if len(parts) == 1 else torch.cat(parts)), predicted
+
     @torch.inference_mode()
     def detect_language(self, enc: torch.Tensor) -> tuple[int, float]:
         """Most likely language token and the no-speech probability, from one step on <|sot|>."""
@@ -210,22 +233,19 @@ class SpeculativeDecoder:
             if first and math.isnan(no_speech):
                 sot_logits = self._logits(hidden[sot_row])
                 no_speech = float(torch.softmax(sot_logits, -1)[spec.no_speech])
-            logits = self._logits(rows)
-            logits.masked_fill_(self._suppress, -math.inf)
-            if first:
-                logits[0].masked_fill_(self._begin, -math.inf)
-                first = False
-            predicted = logits.argmax(-1).tolist()
-            n_ok, gained = accept(draft, predicted)
+            logits, predicted = self._verify_rows(rows, draft, begin=first)
+            first = False
+            n_ok, gained = accept(draft[: len(predicted) - 1], predicted)
             stats.drafted += len(draft)
             stats.accepted += n_ok
             k.update(len(draft), n_ok)
             ext = extend(generated, gained, eot=spec.eot, budget=budget, guard=guard)
             stopped_by = ext.stopped_by
             if ext.appended:
-                logprobs = torch.log_softmax(logits[: len(ext.appended)], -1)
-                idx = torch.tensor(ext.appended, device=logprobs.device)
-                logprob_sum += float(logprobs.gather(1, idx[:, None]).sum())
+                chosen = logits[: len(ext.appended)]
+                idx = torch.tensor(ext.appended, device=chosen.device)[:, None]
+                lse = torch.logsumexp(chosen, -1)
+                logprob_sum += float((chosen.gather(1, idx)[:, 0] - lse).sum())
             if stopped_by is None:
                 # keep the cache for pending + accepted drafts; the bonus token is next input
                 keep = cache.get_seq_length() - (len(draft) - n_ok)
