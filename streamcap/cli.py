@@ -12,8 +12,12 @@ from typing import Any
 from streamcap.models.registry import BUNDLED, DEFAULT_MODEL
 
 
-def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags shared by every command that runs a model."""
+def add_model_arguments(p: argparse.ArgumentParser, *, device_flag: bool = True) -> None:
+    """Flags shared by every command that runs a model.
+
+    ``dictate`` passes ``device_flag=False``: there ``--device`` picks the microphone and the
+    compute device is ``--compute-device``.
+    """
     g = p.add_argument_group("model")
     g.add_argument(
         "--model",
@@ -26,7 +30,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="draft model sharing the main model's tokenizer (e.g. distil-whisper/distil-large-v3)",
     )
-    g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    if device_flag:
+        g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     g.add_argument("--language", default=None, help="language code, e.g. en (default: detect)")
     g.add_argument("--task", default="transcribe", choices=["transcribe", "translate"])
     g.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
@@ -173,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     adder, runner = _optional("streamcap.live_cli", "add_dictate_arguments", "run_dictate")
     if runner:
         p = sub.add_parser("dictate", help="live captions from the microphone")
-        add_model_arguments(p)
+        add_model_arguments(p, device_flag=False)
         if adder:
             adder(p)
         p.set_defaults(func=runner)

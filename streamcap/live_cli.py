@@ -10,7 +10,6 @@ computation-aware simulated clock (``--clock simulated``). `cli.py` wires `add_l
 from __future__ import annotations
 
 import argparse
-import contextlib
 import queue
 import signal
 import sys
@@ -19,6 +18,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, TextIO
+
+import numpy as np
 
 from streamcap.audio import (
     AudioError,
@@ -32,6 +33,7 @@ from streamcap.captions import Caption, CaptionWriter, open_writer
 from streamcap.live import LiveConfig, LiveStream, replay
 
 PROG = "streamcap"
+COMPUTE_DEVICES = ("auto", "cpu", "cuda")
 
 
 def _add(parser: argparse.ArgumentParser, *flags: str, **kwargs: Any) -> None:
@@ -44,30 +46,29 @@ def _add(parser: argparse.ArgumentParser, *flags: str, **kwargs: Any) -> None:
 def add_live_arguments(parser: argparse.ArgumentParser, *, mic: bool = False) -> None:
     """Options of the live pipeline; ``mic=True`` adds the microphone ones (`dictate`).
 
-    Options the parser already defines (e.g. ``--model`` on `transcribe`) are left alone.
+    Options the parser already defines (cli.py's model flags, ``-o/--output``) are left alone.
+    The microphone is ``--mic``, and also ``--device`` where that flag is still free (in
+    cli.py ``--device`` chooses the compute device).
     """
     _add(parser, "--model", default="base", help="Whisper model (default: base)")
     _add(parser, "--language", default=None,
          help="spoken language code (default: detect, then keep for the stream)")  # fmt: skip
     _add(parser, "--task", choices=("transcribe", "translate"), default="transcribe")
-    _add(parser, "--output", "-o", default=None, metavar="FILE",
-         help="also write finals to FILE (.txt, .srt, .vtt or .jsonl)")  # fmt: skip
+    _add(parser, "--output", "-o", action="append", default=None, metavar="FILE",
+         help="also write finals to FILE (.txt, .srt, .vtt or .jsonl); repeatable")  # fmt: skip
     every = LiveConfig().policy.partial_interval_s
     _add(parser, "--partial-interval", type=float, default=None, metavar="S",
          help=f"seconds of new speech between partial captions (default: {every:g})")  # fmt: skip
     _add(parser, "--no-partials", action="store_true", help="print finals only")
     _add(parser, "--threads", type=int, default=None, help="CPU threads for the model")
-    _add(parser, "--compute-device", default="auto", help="auto, cpu or cuda (default: auto)")
+    _add(parser, "--compute-device", default=None, choices=COMPUTE_DEVICES,
+         help="where the model runs (default: auto)")  # fmt: skip
     if mic:
-        _add(parser, "--device", "-d", default=None,
-             help="microphone: index or part of its name (default: the system's)")  # fmt: skip
-        _add(
-            parser,
-            "--capture-rate",
-            type=float,
-            default=None,
-            help="capture sample rate (default: the device's own; resampled to 16 kHz)",
-        )
+        mic_help = "microphone: index or part of its name (default: the system's)"
+        _add(parser, "--mic", default=None, metavar="DEVICE", help=mic_help)
+        _add(parser, "--device", "-d", dest="mic", default=None, metavar="DEVICE", help=mic_help)
+        rate_help = "capture sample rate (default: the device's own; resampled to 16 kHz)"
+        _add(parser, "--capture-rate", type=float, default=None, help=rate_help)
         _add(parser, "--duration", type=float, default=None, metavar="S",
              help="stop after S seconds, as Ctrl-C does")  # fmt: skip
         _add(parser, "--list-devices", action="store_true", help="list microphones and exit")
@@ -77,6 +78,11 @@ def add_live_arguments(parser: argparse.ArgumentParser, *, mic: bool = False) ->
              "spent, never idle waiting (default)")  # fmt: skip
         _add(parser, "--chunk", type=float, default=0.1, metavar="S",
              help="seconds of audio per feed (default: 0.1)")  # fmt: skip
+
+
+def add_dictate_arguments(parser: argparse.ArgumentParser) -> None:
+    """`add_live_arguments` for `dictate` (cli.py's hook)."""
+    add_live_arguments(parser, mic=True)
 
 
 def live_config(args: argparse.Namespace) -> LiveConfig:
@@ -92,11 +98,50 @@ def live_config(args: argparse.Namespace) -> LiveConfig:
 def _engine(args: argparse.Namespace) -> Any:
     from streamcap.engine import Engine
 
+    device = getattr(args, "compute_device", None)
+    if device is None:  # cli.py's --device is the compute device
+        device = getattr(args, "device", None)
+        device = device if device in COMPUTE_DEVICES else "auto"
     return Engine(
-        getattr(args, "model", "base") or "base",
-        device=getattr(args, "compute_device", "auto") or "auto",
-        threads=getattr(args, "threads", None),
+        getattr(args, "model", None) or "base",
+        getattr(args, "assistant", None),
+        device,
+        getattr(args, "threads", None),
     )
+
+
+def _mic(args: argparse.Namespace) -> str | None:
+    """``--mic``, or ``--device`` unless it names a compute device (cli.py's meaning)."""
+    mic = getattr(args, "mic", None)
+    if mic is None:
+        device = getattr(args, "device", None)
+        mic = None if device is None or device in COMPUTE_DEVICES else device
+    return mic
+
+
+def _warm_up(engine: Any, config: LiveConfig) -> None:
+    """First calls pick kernels and allocate (~1 s): pay that before audio flows."""
+    from streamcap.decoding.options import DecodingOptions
+    from streamcap.worker import encode_window
+
+    clip = np.zeros(16000, dtype=np.float32)
+    opts = DecodingOptions(language=config.language if engine.multilingual else None)
+    engine.decode(encode_window(engine, clip, None), opts)
+    if config.partial_context_margin_s is not None:
+        engine.decode(encode_window(engine, clip, config.partial_context_min_s), opts)
+
+
+def _check_language(engine: Any, config: LiveConfig) -> None:
+    """Fail before any audio flows on a language the model does not know."""
+    if config.language is not None and engine.multilingual:
+        engine.spec.language_id(config.language)
+
+
+def _outputs(args: argparse.Namespace) -> list[str]:
+    out = getattr(args, "output", None)
+    if not out:
+        return []
+    return [out] if isinstance(out, str) else list(out)
 
 
 def _error(command: str, message: str) -> int:
@@ -104,16 +149,31 @@ def _error(command: str, message: str) -> int:
     return 1
 
 
-@contextlib.contextmanager
-def _writer(path: str | None) -> Iterator[CaptionWriter | None]:
-    if not path:
-        yield None
-        return
-    w = open_writer(path)
-    try:
-        yield w
-    finally:
-        w.close()
+class _Writers:
+    """The ``--output`` files (finals appended as they come)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.writers: list[CaptionWriter] = []
+        try:
+            for p in paths:
+                self.writers.append(open_writer(p))
+        except BaseException:
+            self.close()
+            raise
+
+    def write(self, cap: Caption) -> None:
+        for w in self.writers:
+            w.write(cap)
+
+    def close(self) -> None:
+        for w in self.writers:
+            w.close()
+
+    def __enter__(self) -> _Writers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def format_caption(cap: Caption, at: float) -> str:
@@ -132,27 +192,32 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
         return _error("transcribe", "no input file given")
     try:
         config = live_config(args)
-    except ValueError as e:
-        return _error("transcribe", str(e))
-    try:
         chunks = iter_audio_chunks(path, chunk_s=max(0.01, float(getattr(args, "chunk", 0.1))))
         first = next(chunks)
-    except (AudioError, StopIteration) as e:
-        return _error("transcribe", str(e) or "empty audio")
+        writers = _Writers(_outputs(args))
+    except (AudioError, ValueError, OSError) as e:
+        return _error("transcribe", str(e))
+    except StopIteration:
+        return _error("transcribe", f"{path}: no audio")
     from streamcap.worker import InferenceWorker
 
     engine = _engine(args)
+    try:
+        _check_language(engine, config)
+    except ValueError as e:
+        writers.close()
+        return _error("transcribe", str(e))
+    _warm_up(engine, config)
     simulated = getattr(args, "clock", "simulated") != "real"
     clock = SimulatedClock() if simulated else RealClock()
     worker = InferenceWorker(engine)
     out: TextIO = sys.stdout
     show_partials = not getattr(args, "no_partials", False)
-    with _writer(getattr(args, "output", None)) as writer:
+    with writers:
         stream: LiveStream
 
         def on_caption(cap: Caption) -> None:
-            if writer is not None:
-                writer.write(cap)
+            writers.write(cap)
             if cap.type == "final" or show_partials:
                 print(format_caption(cap, stream.now()), file=out, flush=True)
 
@@ -247,14 +312,21 @@ def run_dictate(args: argparse.Namespace) -> int:
             for d in devices:
                 print(d)
             return 0
-        device = find_input_device(getattr(args, "device", None))
+        device = find_input_device(_mic(args))
         config = live_config(args)
-    except (AudioError, ValueError) as e:
+        writers = _Writers(_outputs(args))
+    except (AudioError, ValueError, OSError) as e:
         return _error("dictate", str(e))
     from streamcap.worker import InferenceWorker
 
     print(f"loading model {getattr(args, 'model', 'base')} ...", file=sys.stderr, flush=True)
     engine = _engine(args)
+    try:
+        _check_language(engine, config)
+    except ValueError as e:
+        writers.close()
+        return _error("dictate", str(e))
+    _warm_up(engine, config)
     worker = InferenceWorker(engine).start()
     captions: queue.Queue[Caption] = queue.Queue()
     stop = threading.Event()
@@ -263,10 +335,7 @@ def run_dictate(args: argparse.Namespace) -> int:
     previous = _on_sigint(stop)
     status = 0
     try:
-        with (
-            _writer(getattr(args, "output", None)) as writer,
-            _Display(not getattr(args, "no_partials", False)) as display,
-        ):
+        with writers, _Display(not getattr(args, "no_partials", False)) as display:
 
             def drain() -> None:
                 while True:
@@ -274,8 +343,7 @@ def run_dictate(args: argparse.Namespace) -> int:
                         cap = captions.get_nowait()
                     except queue.Empty:
                         return
-                    if writer is not None:
-                        writer.write(cap)
+                    writers.write(cap)
                     display.show(cap)
 
             try:

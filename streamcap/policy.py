@@ -273,6 +273,7 @@ class _Window:
     seg_start: float  # stream seconds where that segment's text begins
     chunks: list[np.ndarray] = field(default_factory=list)
     n: int = 0  # samples
+    first_end: float = 0.0  # stream seconds where its first piece of audio ended
     closed: bool = False
     partial_pending: int | None = None  # id of the outstanding partial request
     last_partial_n: int = 0  # samples when the last partial was requested
@@ -302,6 +303,8 @@ class _Window:
     def append(self, samples: np.ndarray) -> None:
         self.chunks.append(samples)
         self.n += len(samples)
+        if not self.first_end:
+            self.first_end = self.end
 
     def cut(self, end: float) -> None:
         keep = max(0, min(self.n, round((end - self.start) * SAMPLE_RATE)))
@@ -329,6 +332,7 @@ class CaptionPolicy:
         self._next_window = 1
         self._next_segment = 1
         self._done_until = 0.0  # stream seconds up to which audio has been finalised
+        self._have_until = 0.0  # ... or is held by the open window (after a split)
         self._finals_text: list[str] = []
         self.in_speech = False
 
@@ -348,12 +352,13 @@ class CaptionPolicy:
             self.in_speech = False
             w = self._window
             if w is not None:
-                if event.end <= w.start:  # split before this window: its audio comes again
-                    self._window = None
-                    if w.partial_pending is not None:
-                        self._requests.pop(w.partial_pending, None)
-                    if w.shown:  # clear its partial: the next window has its own segment
-                        self._emit_final(w.segment, "", w.seg_start, w.seg_start, now, step)
+                if event.reason == "max_length" and event.end <= min(w.first_end, w.end - 1e-3):
+                    # A split in the pause before this window's speech (the window began with
+                    # the silence the segmenter held back, sent in one piece when speech
+                    # resumed): its audio comes again as the next utterance. Keep the window
+                    # and skip what it already holds, rather than decode a silent window.
+                    self._have_until = max(self._have_until, w.end)
+                    return step
                 else:
                     w.cut(event.end)
                     self._close(w, step)
@@ -439,10 +444,11 @@ class CaptionPolicy:
     def _on_audio(self, ev: SpeechAudio, step: Step) -> None:
         samples = ev.samples
         start = ev.start
-        if ev.end <= self._done_until:
+        have = max(self._done_until, self._have_until)
+        if ev.end <= have:
             return
-        if start < self._done_until:  # resent after a split inside finalised audio
-            skip = round((self._done_until - start) * SAMPLE_RATE)
+        if start < have:  # sent again after a split: keep only what is new
+            skip = round((have - start) * SAMPLE_RATE)
             samples = samples[skip:]
             start = start + skip / SAMPLE_RATE
         w = self._window

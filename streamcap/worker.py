@@ -8,10 +8,10 @@ Scheduler rules (DESIGN.md):
   bounded by the number of streams plus the finals;
 - among streams, the partial waiting longest goes first.
 
-Partials may use a shortened encoder context (`DecodeJob.context_s`): the encoder's positional
-embeddings and the log-mel features are cut to the audio plus a margin (whisper.cpp's "audio
-context"); the cost of the encoder falls in proportion. Finals (``context_s=None``) always use the
-model's standard 30 s input, so they are exact.
+Partials may use a shortened encoder context (`DecodeJob.context_s`, `Engine.encode`'s
+whisper.cpp-style "audio context": the audio plus a margin); the encoder's cost falls in
+proportion. Finals (``context_s=None``) always use the model's standard 30 s input, so they are
+exact.
 
 The worker runs either on its own thread (`start()`), or is stepped by its caller
 (`run_one()`, `run_pending()`): the simulated clock replays a file that way, so that jobs start
@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import math
 import threading
 import time
 from collections import deque
@@ -32,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from streamcap.audio.clock import Clock
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
@@ -111,29 +109,8 @@ class _Stats:
 
 
 def encode_window(engine: Engine, audio: np.ndarray, context_s: float | None = None) -> Encoded:
-    """Log-mel + encoder; with ``context_s`` only the first ``context_s`` seconds of positions.
-
-    transformers' ``WhisperEncoder`` insists on 3000 mel frames, so the shortened path runs the
-    same modules by hand on the sliced features and positional embeddings.
-    """
-    positions = 1500 if context_s is None else math.ceil(min(WINDOW_S, context_s) * 50)
-    if positions >= 1500:
-        return engine.encode(audio)
-    if len(audio) > WINDOW_S * SAMPLE_RATE:
-        raise ValueError("a window holds at most 30 s of audio")
-    t0 = time.perf_counter()
-    dec = engine.decoder
-    features = dec.features(audio)
-    enc_model = dec.encoder
-    with torch.inference_mode():
-        x = features[..., : 2 * positions]
-        x = torch.nn.functional.gelu(enc_model.conv1(x))
-        x = torch.nn.functional.gelu(enc_model.conv2(x))
-        x = x.permute(0, 2, 1) + enc_model.embed_positions.weight[:positions]
-        for layer in enc_model.layers:
-            x = layer(x, None)
-        enc = enc_model.layer_norm(x)
-    return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
+    """Log-mel + encoder; ``context_s`` < 30 s shortens the encoder context (partials only)."""
+    return engine.encode(audio, context_s=context_s)
 
 
 class InferenceWorker:

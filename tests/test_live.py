@@ -160,7 +160,7 @@ def test_two_streams_share_one_worker_thread_in_real_time(engine) -> None:  # ty
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> Any:
     return subprocess.run(
-        [sys.executable, "-m", "streamcap.live_cli", *args],
+        [sys.executable, "-m", "streamcap.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -173,8 +173,8 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 240)
 def test_transcribe_live_command(tmp_path: Path) -> None:
     out = tmp_path / "captions.srt"
     proc = run_cli(
-        "transcribe", str(DATA / "en_real_librivox_0870.wav"), "--language", "en",
-        "--clock", "simulated", "--output", str(out),
+        "transcribe", str(DATA / "en_real_librivox_0870.wav"), "--live", "--language", "en",
+        "--clock", "simulated", "--output", str(out), "-o", str(tmp_path / "c.jsonl"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = re.compile(r"^\[\s*([\d.]+)s\] (partial|FINAL)\s+#(\d+)\s+([\d.]+)-\s*([\d.]+)  (.*)$")
@@ -189,10 +189,12 @@ def test_transcribe_live_command(tmp_path: Path) -> None:
     srt = out.read_text()
     assert "-->" in srt and "dashwood" in srt.lower()
     assert "RTF" in proc.stderr
+    saved = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert [e["text"] for e in saved] == [r[5] for r in rows if r[1] == "FINAL" and r[5]]
 
 
 def test_transcribe_live_missing_file_is_one_line(tmp_path: Path) -> None:
-    proc = run_cli("transcribe", str(tmp_path / "nope.wav"), timeout=60)
+    proc = run_cli("transcribe", str(tmp_path / "nope.wav"), "--live", timeout=60)
     assert proc.returncode != 0
     assert len(proc.stderr.strip().splitlines()) == 1 and "nope.wav" in proc.stderr
 
@@ -216,7 +218,7 @@ def test_dictate_through_a_virtual_microphone(pulse_mic: PulseMic, tmp_path: Pat
     and the utterance being spoken still gets its final caption."""
     out = tmp_path / "dictation.txt"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamcap.live_cli", "dictate", "--language", "en",
+        [sys.executable, "-m", "streamcap.cli", "dictate", "--language", "en",
          "--output", str(out)],
         cwd=ROOT, env=pulse_mic.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

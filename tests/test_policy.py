@@ -333,6 +333,36 @@ def test_split_utterance_is_cut_and_resent_audio_not_captioned_twice() -> None:
     assert [c.text for c in d.finals()] == ["First part here", "second part"]
 
 
+def test_split_before_the_open_window_keeps_it() -> None:
+    """The segmenter splits a long utterance in a pause the policy already finalised: the open
+    window's audio comes again as the next utterance; the window carries on, no flicker."""
+    words = script("first part", 0.0, 0.5) + script("second part goes on", 1.5, 0.5)
+    cfg = PolicyConfig(partial_interval_s=0.5, agreement=0)
+    d = Driver(cfg, FakeDecoder(words))
+    d.events([SpeechStart(0.0)], 0.0)
+    for t, evs in audio_events(0.0, 1.0):
+        d.events(evs, t)
+    d.events([], 1.3)  # pause: window 1 closed at 1.0
+    # speech resumes at 1.4: the held silence comes with it in one piece
+    d.events([SpeechAudio(np.zeros(round(0.5 * SR), np.float32), 1.0, 1.5)], 1.5)
+    for t, evs in audio_events(1.5, 3.0):
+        d.events(evs, t)
+    shown = [c for _, c in d.captions if c.type == "partial" and c.start >= 1.0]
+    assert shown
+    # split at 1.2 (inside the finalised pause), then the audio from 1.2 comes again
+    d.events([SpeechEnd(0.0, 1.2, "max_length"), SpeechStart(1.2)], 3.0)
+    d.events([SpeechAudio(np.zeros(round(1.8 * SR), np.float32), 1.2, 3.0)], 3.0)
+    for t, evs in audio_events(3.0, 3.5):
+        d.events(evs, t)
+    d.events([SpeechEnd(1.2, 3.5, "silence")], 4.0)
+    d.drain()
+    finals = d.finals()
+    assert [c.text for c in finals] == ["First part", "second part goes on"]
+    assert finals[1].start == pytest.approx(1.0) and finals[1].segment == shown[0].segment
+    finals_req = [r for r in d.requests if r.kind == "final"]
+    assert [(r.start, round(r.end, 3)) for r in finals_req] == [(0.0, 1.0), (1.0, 3.5)]
+
+
 def test_no_caption_from_silence_and_empty_final_clears_a_shown_partial() -> None:
     cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=None, agreement=0)
     log = CaptionLog("t")

@@ -36,7 +36,7 @@ class FakeEngine:
         self.fail_on: set[int] = set()
         self.started = threading.Event()
 
-    def encode(self, audio: np.ndarray) -> Encoded:
+    def encode(self, audio: np.ndarray, context_s: float | None = None) -> Encoded:
         return Encoded(torch.zeros(1, 1500, 4), torch.zeros(1), len(audio) / SR, 0.0)
 
     def decode(
