@@ -5,7 +5,9 @@ For each utterance the audio is replayed as a live stream: the growing window is
 once with the speculative decoder drafting from its previous hypothesis, in the same run, on the
 same encoder output. Every decode is checked token for token. Also reported: our own decoder
 loop without any draft (to separate the loop's gain from drafting's), and with ``--assistant``
-transformers' assisted ``generate`` and our model drafter.
+transformers' assisted ``generate`` and our model drafter. Partial windows are encoded on a
+shortened audio context as the live pipeline does (``--full-context`` for the standard 30 s
+input everywhere); finals always get the standard input.
 
     python scripts/bench_decoding.py --manifest ../shared/eval-dev/manifest.jsonl \
         --lang en --kind real --step 1.0 --json out/bench.json
@@ -20,6 +22,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from streamcap.policy import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S
 
 SR = 16000
 
@@ -45,11 +49,19 @@ def add_bench_arguments(ap: argparse.ArgumentParser, *, model_flags: bool = True
     ap.add_argument(
         "--partial-context-margin",
         type=float,
-        default=None,
+        default=PARTIAL_CONTEXT_MARGIN_S,
         help="encode partial windows (not the final) with an audio context of their length "
-        "plus this margin, as the live pipeline does; both columns share that encoder output",
+        "plus this margin, as the live pipeline does (default %(default)s s); all columns "
+        "share that encoder output",
     )
-    ap.add_argument("--partial-context-min", type=float, default=6.0)
+    ap.add_argument("--partial-context-min", type=float, default=PARTIAL_CONTEXT_MIN_S)
+    ap.add_argument(
+        "--full-context",
+        dest="partial_context_margin",
+        action="store_const",
+        const=None,
+        help="encode every window on Whisper's standard 30 s input instead",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

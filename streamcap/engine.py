@@ -56,8 +56,12 @@ class Engine:
         self.assistant_model: Any = None
         if assistant:
             loaded = load_model(assistant, self.placement)
-            a_dec = SpeculativeDecoder(
-                loaded.model, loaded.processor, self.placement.device, self.placement.dtype
+            a_dec = SpeculativeDecoder(  # drafts need no exactness: no screen
+                loaded.model,
+                loaded.processor,
+                self.placement.device,
+                self.placement.dtype,
+                screen=False,
             )
             if not same_tokenizer(self.decoder, a_dec):
                 raise ValueError(
@@ -88,10 +92,11 @@ class Engine:
         if len(audio) > WINDOW_S * SAMPLE_RATE:
             raise ValueError("a window holds at most 30 s of audio")
         t0 = time.perf_counter()
-        features = self.decoder.features(audio)
         positions = None
         if context_s is not None:
             positions = math.ceil(min(WINDOW_S, max(context_s, len(audio) / SAMPLE_RATE)) * 50)
+        short = positions is not None and positions < int(WINDOW_S * 50)
+        features = self.decoder.features(audio, 2 * positions if short and positions else None)
         enc = self.decoder.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
 

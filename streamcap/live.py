@@ -23,7 +23,14 @@ import numpy as np
 from streamcap.audio.clock import Clock, RealClock, SimulatedClock
 from streamcap.captions import Caption, CaptionLog
 from streamcap.decoding.options import DecodingOptions
-from streamcap.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
+from streamcap.policy import (
+    PARTIAL_CONTEXT_MARGIN_S,
+    PARTIAL_CONTEXT_MIN_S,
+    CaptionPolicy,
+    DecodeRequest,
+    PolicyConfig,
+    Step,
+)
 from streamcap.vad import SAMPLE_RATE, Segmenter, SegmenterConfig
 from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome
 
@@ -47,8 +54,8 @@ class LiveConfig:
     segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     lock_language: bool = True
-    partial_context_margin_s: float | None = 2.0
-    partial_context_min_s: float = 6.0
+    partial_context_margin_s: float | None = PARTIAL_CONTEXT_MARGIN_S
+    partial_context_min_s: float = PARTIAL_CONTEXT_MIN_S
 
     def __post_init__(self) -> None:
         if self.task not in ("transcribe", "translate"):

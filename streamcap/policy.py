@@ -38,6 +38,10 @@ from streamcap.decoding.options import DecodeResult
 from streamcap.vad import Event, SpeechAudio, SpeechEnd, SpeechStart
 
 SAMPLE_RATE = 16000
+# partial decodes run the encoder on the window's audio plus this margin, at least the minimum
+# (finals always get Whisper's standard 30 s input); the live pipeline and the benchmark share it
+PARTIAL_CONTEXT_MARGIN_S = 2.0
+PARTIAL_CONTEXT_MIN_S = 6.0
 RequestKind = Literal["partial", "final"]
 _SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
 

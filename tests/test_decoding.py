@@ -108,3 +108,27 @@ def test_silence_has_high_no_speech_probability(engine, speech):
     speech_res = engine.transcribe(speech["en_real_forever"], DecodingOptions(language="en"))
     assert res.no_speech_prob > 0.5 > speech_res.no_speech_prob
     assert "forever" in speech_res.text.lower()
+
+
+def test_fallback_paths_match_generate(engine, speech):
+    """transformers' own decoder forward and the full fp32 projection (what non-Whisper-shaped
+    decoders and GPUs use) decode to the same tokens as generate too."""
+    from streamcap.decoding.screen import cpu_bf16_is_fast
+
+    assert engine.decoder.lean is not None
+    assert (engine.decoder.screen is not None) == cpu_bf16_is_fast()
+    plain = SpeculativeDecoder(
+        engine.main.model, engine.main.processor, "cpu", torch.float32, lean=False, screen=False
+    )
+    assert plain.lean is None and plain.screen is None
+    opts = DecodingOptions(language="en")
+    prev: tuple[int, ...] = ()
+    for window in _windows(speech["en_real_librivox_0870"], 3.0):
+        enc = engine.encode(window, context_s=len(window) / 16000 + 2.0)
+        ref, _ = reference_decode(engine.decoder, enc.enc, opts, enc.duration_s)
+        for dec in (plain, engine.decoder):
+            got = dec.decode(
+                enc.enc, opts, HypothesisDrafter(prev, eot=engine.spec.eot), enc.duration_s
+            )
+            assert list(got.tokens) == ref
+        prev = tuple(got.tokens)

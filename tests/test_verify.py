@@ -115,6 +115,13 @@ def test_hypothesis_drafter_resynchronises_after_divergence():
     assert d.propose([10, 11, 99], 3) == []  # no anchor yet: 99 is new
     assert d.propose([10, 11, 99, 13], 3) == [14, 15, 16]  # re-synchronised on 13
     assert d.propose([10, 11, 99, 13, 14, 15], 4) == [16, 17]
+    # an insertion (77 before 13): the anchor 13 re-syncs
+    d.begin([])
+    assert d.propose([10, 11, 12, 77], 2) == []
+    assert d.propose([10, 11, 12, 77, 13], 2) == [14, 15]
+    # past the end of the old text there is nothing to propose
+    d.begin([])
+    assert d.propose([*old, 50, 51], 3) == []
 
 
 def test_draft_length_adapts():

@@ -56,7 +56,8 @@ class AssistantDecoder:
             self._enc = main_enc
         else:
             assert audio_features is not None
-            self._enc = self.a.encode(audio_features.to(self.a.device, self.a.dtype))
+            feats = audio_features.to(self.a.device, self.a.dtype)
+            self._enc = self.a.encode(feats, positions=feats.shape[-1] // 2)
 
     def reset(self) -> None:
         self._cache = self.a._new_cache()

@@ -19,7 +19,9 @@ import torch
 
 from streamcap.decoding.drafters import Drafter, NoDrafter
 from streamcap.decoding.guard import LoopGuard
+from streamcap.decoding.lean import LeanDecoder, supports
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.decoding.screen import ScreenedProjection, cpu_bf16_is_fast
 from streamcap.decoding.verify import DraftLength, accept, extend
 
 MAX_PROMPT_TOKENS = 223  # Whisper keeps at most half the 448-token context for the prompt
@@ -86,7 +88,16 @@ def _cache_kwarg(decoder: Any) -> str:
 class SpeculativeDecoder:
     """Encoder once per window; decoder loop with draft verification and a KV cache."""
 
-    def __init__(self, model: Any, processor: Any, device: str, dtype: torch.dtype) -> None:
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        device: str,
+        dtype: torch.dtype,
+        *,
+        lean: bool = True,
+        screen: bool = True,
+    ) -> None:
         self.model = model
         self.processor = processor
         self.device = torch.device(device)
@@ -96,22 +107,45 @@ class SpeculativeDecoder:
         self.encoder = model.model.encoder
         self.proj_out = model.proj_out
         self._cache_kw = _cache_kwarg(self.decoder)
+        # the same layers run by hand (bit-identical, far less overhead); transformers' own
+        # forward stays for decoders laid out differently
+        self.lean = LeanDecoder(self.decoder) if lean and supports(self.decoder) else None
         vocab = self.spec.vocab_size
         self._suppress = torch.zeros(vocab, dtype=torch.bool, device=self.device)
         self._suppress[[t for t in self.spec.suppress if t < vocab]] = True
         self._begin = torch.zeros(vocab, dtype=torch.bool, device=self.device)
         self._begin[[t for t in self.spec.begin_suppress if t < vocab]] = True
+        self._begin |= self._suppress
+        # fp32 on a CPU with native bf16: pick greedy tokens through a bounded int8/bf16
+        # screen (exact fp32 argmax, a fraction of the memory traffic); see screen.py
+        self.screen: ScreenedProjection | None = None
+        if screen and self.device.type == "cpu" and dtype == torch.float32 and cpu_bf16_is_fast():
+            self.screen = ScreenedProjection(self.proj_out.weight)
         self._lang_mask: torch.Tensor | None = None
         if self.spec.lang_to_id:
             self._lang_mask = torch.ones(vocab, dtype=torch.bool, device=self.device)
             self._lang_mask[list(self.spec.lang_to_id.values())] = False
 
     # -- encoder ---------------------------------------------------------------------------
-    def features(self, audio: np.ndarray) -> torch.Tensor:
-        """Log-mel features of audio padded to 30 s, exactly as the processor makes them."""
-        feats = self.processor.feature_extractor(
-            audio, sampling_rate=16000, return_tensors="pt"
-        ).input_features
+    def features(self, audio: np.ndarray, frames: int | None = None) -> torch.Tensor:
+        """Log-mel features of audio padded to 30 s, exactly as the processor makes them.
+
+        ``frames`` asks for only the first frames (a shortened audio context). They are the
+        same numbers: the padding is zeros either way, its log-mel floor never sets the
+        clamping maximum, and we keep a quarter second of zeros past the audio so the STFT's
+        reflected edge sees zeros as it would in the full input.
+        """
+        fe = self.processor.feature_extractor
+        kwargs: dict[str, Any] = {}
+        if frames is not None:
+            hop = int(fe.hop_length)
+            samples = max(frames * hop, len(audio) + 4000)
+            samples = -(-samples // (2 * hop)) * 2 * hop  # whole encoder positions
+            if samples < int(fe.n_samples):
+                kwargs["max_length"] = samples
+        feats = fe(audio, sampling_rate=16000, return_tensors="pt", **kwargs).input_features
+        if frames is not None:
+            feats = feats[..., :frames]
         return feats.to(self.device, self.dtype)
 
     @torch.inference_mode()
@@ -135,11 +169,15 @@ class SpeculativeDecoder:
 
     # -- decoder ---------------------------------------------------------------------------
     def _new_cache(self) -> Any:
+        if self.lean is not None:
+            return self.lean.new_cache()
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
         return EncoderDecoderCache(DynamicCache(), DynamicCache())
 
     def _forward(self, tokens: Sequence[int], cache: Any, enc: torch.Tensor) -> torch.Tensor:
+        if self.lean is not None:
+            return self.lean.forward(tokens, cache, enc)
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
         out = self.decoder(
             input_ids=ids,
@@ -152,27 +190,52 @@ class SpeculativeDecoder:
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.proj_out(hidden).float()
 
-    def _verify_rows(
-        self, rows: torch.Tensor, draft: Sequence[int], *, begin: bool
+    def _choose(
+        self, rows: torch.Tensor, begin: bool, skip: int = 0
     ) -> tuple[torch.Tensor, list[int]]:
+        """Log-probability-grade logits of ``rows`` (suppressed tokens at -inf) and the exact
+        greedy choice after each row but the first ``skip`` (``begin``: row ``skip`` is the
+        first generated token)."""
+        banned = [self._begin if begin and i == skip else self._suppress for i in range(len(rows))]
+        if self.screen is not None:
+            logits, choices, _ = self.screen.choose(rows, banned, skip)
+            return logits, choices
+        logits = self._logits(rows)
+        for i in range(skip, len(rows)):
+            logits[i].masked_fill_(banned[i], -math.inf)
+        return logits, logits[skip:].argmax(-1).tolist()
+
+    def _verify_rows(
+        self,
+        rows: torch.Tensor,
+        draft: Sequence[int],
+        *,
+        begin: bool,
+        extra: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, list[int], torch.Tensor | None]:
         """Greedy choices after each row, projecting onto the vocabulary chunk by chunk.
 
         The projection onto the vocabulary is the costliest part of a step, so rows past the
-        first disagreement with the draft are never projected.
+        first disagreement with the draft are never projected. ``extra`` (the <|sot|> row,
+        for the no-speech probability) rides along with the first chunk; its unmasked
+        logits come back third.
         """
         parts: list[torch.Tensor] = []
         predicted: list[int] = []
+        extra_logits: torch.Tensor | None = None
         for c0 in range(0, rows.shape[0], _VERIFY_CHUNK):
-            logits = self._logits(rows[c0 : c0 + _VERIFY_CHUNK])
-            logits.masked_fill_(self._suppress, -math.inf)
-            if begin and c0 == 0:
-                logits[0].masked_fill_(self._begin, -math.inf)
+            chunk = rows[c0 : c0 + _VERIFY_CHUNK]
+            if c0 == 0 and extra is not None:
+                logits, chosen = self._choose(torch.cat([extra[None], chunk]), begin, skip=1)
+                extra_logits, logits = logits[0], logits[1:]
+            else:
+                logits, chosen = self._choose(chunk, begin and c0 == 0)
             parts.append(logits)
-            predicted += logits.argmax(-1).tolist()
+            predicted += chosen
             checked = min(len(predicted), len(draft))
             if any(predicted[i] != draft[i] for i in range(c0, checked)):
                 break
-        return (parts[0] if len(parts) == 1 else torch.cat(parts)), predicted
+        return (parts[0] if len(parts) == 1 else torch.cat(parts)), predicted, extra_logits
 
     @torch.inference_mode()
     def detect_language(self, enc: torch.Tensor) -> tuple[int, float]:
@@ -230,10 +293,10 @@ class SpeculativeDecoder:
             hidden = self._forward(pending + draft, cache, enc)
             stats.forward_passes += 1
             rows = hidden[len(pending) - 1 :]
-            if first and math.isnan(no_speech):
-                sot_logits = self._logits(hidden[sot_row])
+            extra = hidden[sot_row] if first and math.isnan(no_speech) else None
+            logits, predicted, sot_logits = self._verify_rows(rows, draft, begin=first, extra=extra)
+            if sot_logits is not None:
                 no_speech = float(torch.softmax(sot_logits, -1)[spec.no_speech])
-            logits, predicted = self._verify_rows(rows, draft, begin=first)
             first = False
             n_ok, gained = accept(draft[: len(predicted) - 1], predicted)
             stats.drafted += len(draft)

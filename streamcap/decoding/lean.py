@@ -1,0 +1,184 @@
+"""Whisper's decoder stack run by hand over a preallocated KV cache.
+
+A one-token step through transformers' ``WhisperDecoder`` spends most of its ~11 ms on this
+CPU in Python and bookkeeping (mask building, cache objects, ``torch.cat`` growing the cache,
+copies to make transposed tensors contiguous), not in arithmetic (~2 ms). This module runs the
+same weights through the same torch ops in the same order, so the hidden states are bit for
+bit those of the transformers modules (``tests/test_lean.py`` checks it), with none of that:
+
+- self-attention keys/values go into one buffer per layer sized for Whisper's 448 positions;
+  a step writes its rows in place and cropping a rejected draft is moving a length;
+- the cross-attention keys/values of a window are computed once per window and kept as the
+  strided views the projection returns (no ``contiguous`` copy of 2 x 6 x 1500 x 512 floats).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import torch
+from torch.nn import functional as F
+
+
+class LeanCache:
+    """Keys/values of one decode: self-attention rows in place, cross-attention per window."""
+
+    def __init__(self, layers: int, heads: int, head_dim: int, max_len: int, like: torch.Tensor):
+        shape = (layers, 1, heads, max_len, head_dim)
+        self.keys = torch.empty(shape, dtype=like.dtype, device=like.device)
+        self.values = torch.empty(shape, dtype=like.dtype, device=like.device)
+        self.length = 0
+        self.cross: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.cross_of: torch.Tensor | None = None  # the encoder output ``cross`` was made from
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` positions, or drop ``-n`` positions when ``n`` is negative."""
+        self.length = max(0, self.length + n) if n < 0 else min(self.length, n)
+
+
+def supports(decoder: Any) -> bool:
+    """True for decoders laid out like transformers' ``WhisperDecoder`` (pre-norm, GELU)."""
+    try:
+        layer = decoder.layers[0]
+        act = getattr(layer, "activation_fn", None)
+        return (
+            hasattr(layer.self_attn, "scaling")
+            and hasattr(layer.encoder_attn, "q_proj")
+            and hasattr(decoder, "embed_positions")
+            and type(act).__name__ == "GELUActivation"
+            and getattr(act, "act", None) is F.gelu
+        )
+    except (AttributeError, IndexError, TypeError):
+        return False
+
+
+class _Layer(NamedTuple):
+    """One decoder layer's parameters, fetched once (module calls cost more than the math)."""
+
+    ln1: tuple[tuple[int, ...], torch.Tensor, torch.Tensor, float]
+    q: tuple[torch.Tensor, torch.Tensor | None]
+    k: tuple[torch.Tensor, torch.Tensor | None]
+    v: tuple[torch.Tensor, torch.Tensor | None]
+    o: tuple[torch.Tensor, torch.Tensor | None]
+    scaling: float
+    ln2: tuple[tuple[int, ...], torch.Tensor, torch.Tensor, float]
+    xq: tuple[torch.Tensor, torch.Tensor | None]
+    xo: tuple[torch.Tensor, torch.Tensor | None]
+    xscaling: float
+    ln3: tuple[tuple[int, ...], torch.Tensor, torch.Tensor, float]
+    fc1: tuple[torch.Tensor, torch.Tensor | None]
+    fc2: tuple[torch.Tensor, torch.Tensor | None]
+
+
+def _ln(m: Any) -> tuple[tuple[int, ...], torch.Tensor, torch.Tensor, float]:
+    return (tuple(m.normalized_shape), m.weight, m.bias, float(m.eps))
+
+
+def _lin(m: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return (m.weight, m.bias)
+
+
+class LeanDecoder:
+    """Runs ``WhisperDecoder``'s layers (weights shared, nothing copied) for one token row set."""
+
+    def __init__(self, decoder: Any) -> None:
+        self.decoder = decoder
+        first = decoder.layers[0].self_attn
+        self.heads: int = int(first.num_heads)
+        self.head_dim: int = int(first.head_dim)
+        self.max_len: int = int(decoder.embed_positions.weight.shape[0])
+        self.layers = list(decoder.layers)
+        self._params = [
+            _Layer(
+                _ln(layer.self_attn_layer_norm),
+                _lin(layer.self_attn.q_proj),
+                _lin(layer.self_attn.k_proj),
+                _lin(layer.self_attn.v_proj),
+                _lin(layer.self_attn.out_proj),
+                float(layer.self_attn.scaling),
+                _ln(layer.encoder_attn_layer_norm),
+                _lin(layer.encoder_attn.q_proj),
+                _lin(layer.encoder_attn.out_proj),
+                float(layer.encoder_attn.scaling),
+                _ln(layer.final_layer_norm),
+                _lin(layer.fc1),
+                _lin(layer.fc2),
+            )
+            for layer in self.layers
+        ]
+        self._embed = decoder.embed_tokens.weight
+        self._positions = decoder.embed_positions.weight
+        self._final_ln = _ln(decoder.layer_norm)
+
+    @torch.inference_mode()
+    def new_cache(self) -> LeanCache:
+        return LeanCache(len(self.layers), self.heads, self.head_dim, self.max_len, self._embed)
+
+    def _cross(
+        self, cache: LeanCache, enc: torch.Tensor
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        if cache.cross is None or cache.cross_of is not enc:
+            shape = (enc.shape[0], -1, self.heads, self.head_dim)
+            cache.cross = [
+                (
+                    layer.encoder_attn.k_proj(enc).view(shape).transpose(1, 2),
+                    layer.encoder_attn.v_proj(enc).view(shape).transpose(1, 2),
+                )
+                for layer in self.layers
+            ]
+            cache.cross_of = enc
+        return cache.cross
+
+    @torch.inference_mode()
+    def forward(self, tokens: Sequence[int], cache: LeanCache, enc: torch.Tensor) -> torch.Tensor:
+        """Hidden states (after the final layer norm) of ``tokens`` appended to the cache."""
+        n = len(tokens)
+        start = cache.length
+        end = start + n
+        if end > self.max_len:
+            raise ValueError(f"the decoder holds at most {self.max_len} positions")
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=self._embed.device)
+        x = F.embedding(ids, self._embed) + self._positions[start:end]
+        cross = self._cross(cache, enc)
+        # transformers: no mask for one query; is_causal for a prefill into an empty cache;
+        # otherwise a boolean mask (query i sees cached positions and new positions <= i)
+        mask: torch.Tensor | None = None
+        causal = False
+        if n > 1 and start == 0:
+            causal = True
+        elif n > 1:
+            q_pos = torch.arange(start, end, device=x.device)[:, None]
+            mask = (q_pos >= torch.arange(end, device=x.device)[None, :]).view(1, 1, n, end)
+        shape = (1, n, self.heads, self.head_dim)
+        keys, values = cache.keys, cache.values
+        linear, layer_norm, sdpa = F.linear, F.layer_norm, F.scaled_dot_product_attention
+        for i, p in enumerate(self._params):
+            h = layer_norm(x, *p.ln1)
+            q = (linear(h, *p.q) * p.scaling).view(shape).transpose(1, 2).contiguous()
+            keys[i, :, :, start:end] = linear(h, *p.k).view(shape).transpose(1, 2)
+            values[i, :, :, start:end] = linear(h, *p.v).view(shape).transpose(1, 2)
+            o = sdpa(
+                q,
+                keys[i, :, :, :end],
+                values[i, :, :, :end],
+                attn_mask=mask,
+                dropout_p=0.0,
+                scale=1.0,
+                is_causal=causal,
+            )
+            x = x + linear(o.transpose(1, 2).reshape(1, n, -1), *p.o)
+
+            h = layer_norm(x, *p.ln2)
+            q = (linear(h, *p.xq) * p.xscaling).view(shape).transpose(1, 2).contiguous()
+            k, v = cross[i]
+            o = sdpa(q, k, v, dropout_p=0.0, scale=1.0)
+            x = x + linear(o.transpose(1, 2).reshape(1, n, -1), *p.xo)
+
+            h = layer_norm(x, *p.ln3)
+            x = x + linear(F.gelu(linear(h, *p.fc1)), *p.fc2)
+        cache.length = end
+        return layer_norm(x, *self._final_ln)[0]

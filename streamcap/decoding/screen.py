@@ -1,0 +1,165 @@
+"""Greedy choices over Whisper's vocabulary without a full fp32 projection per step.
+
+Projecting one decoder row onto the 51,865-token vocabulary reads the whole fp32 output matrix
+(106 MB for base): ~5 ms on this CPU, the largest cost of a one-token step, and ~14 ms for the
+8 rows of a verify pass. Greedy decoding only needs the argmax. So the rows are projected with
+low-precision copies of the matrix (int8 for a few rows, bf16 for more: a quarter / half of the
+memory, VNNI/AMX kernels), every approximate logit gets a rigorous error bound, and only the
+tokens whose interval reaches the best lower bound are re-scored against the fp32 weights.
+The returned choice is the fp32 argmax among those; the screen never decides it. The
+approximate logits serve only for log-probabilities, where an error of ~1e-3 does not matter.
+
+Error bound of an approximate logit ``a_r`` of row ``h`` against the fp32 logit ``z_r``
+(``w`` the fp32 weight row, ``ŵ`` its low-precision copy, ``ĥ`` = bf16(h), K = 512 terms):
+
+    |z_r - a_r| <= |w-ŵ|·|h| + |ŵ|·|h-ĥ| + 2^-8·|a_r| + 2γ_K·(|w|·|h| + |ŵ|·|ĥ|)
+
+(weight and activation rounding, bf16 rounding of the output, fp32 accumulation of the
+approximation and of the fp32 reference itself, γ_K = K·2^-24). ``tests/test_screen.py``
+checks it on real decoder states, where the observed error stays far inside it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+_OUT_ROUND = 2.0**-8  # bf16 output: half an ulp is 2^-9 of the value; one full ulp for safety
+_SAFETY = 1.02  # relative slack for the fp32 arithmetic of the bound itself
+_INT8_ROWS = 4  # up to this many rows the int8 kernel beats bf16 here (scripts/bench_screen.py)
+
+
+def cpu_bf16_is_fast() -> bool:
+    """True when oneDNN runs bf16 matmuls natively on this CPU (AVX512-BF16 / AMX)."""
+    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(probe()) if probe is not None else False
+    except RuntimeError:
+        return False
+
+
+class ScreenedProjection:
+    """Exact greedy argmax of ``weight @ h`` from a bounded low-precision screen."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        w = weight.detach().float()
+        self.weight = weight.detach()
+        k = w.shape[1]
+        self.gamma = 2.0 * k * 2.0**-24
+        self.w_norm = w.norm(dim=1)
+        # several rows: bf16 copy, stored (K, V) so the matmul needs no transpose
+        wb = w.to(torch.bfloat16)
+        self.wb_t = wb.t().contiguous()
+        wb32 = wb.float()
+        self.wb_err = (w - wb32).norm(dim=1)
+        self.wb_norm = wb32.norm(dim=1)
+        del wb, wb32
+        # a few rows: int8 per-row with a bf16 scale (weight-only int8 kernel), if torch has it
+        self.wq: torch.Tensor | None = None
+        if hasattr(torch, "_weight_int8pack_mm"):
+            scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12).to(torch.bfloat16)
+            q = torch.round(w / scale.float()[:, None]).clamp(-127, 127)
+            wq32 = q * scale.float()[:, None]
+            try:
+                torch._weight_int8pack_mm(
+                    torch.zeros(1, k, dtype=torch.bfloat16), q.to(torch.int8), scale
+                )
+            except RuntimeError:
+                pass
+            else:
+                self.wq = q.to(torch.int8)
+                self.wq_scale = scale
+                self.wq_err = (w - wq32).norm(dim=1)
+                self.wq_norm = wq32.norm(dim=1)
+            del q, wq32
+
+    def approximate(self, rows: torch.Tensor) -> tuple[torch.Tensor, _RowBounds]:
+        """Approximate fp32 logits (M, V) and what their error bounds are made of."""
+        h = rows.float()
+        hb = h.to(torch.bfloat16)
+        hb32 = hb.float()
+        h_norm = h.norm(dim=1)
+        hb_norm = hb32.norm(dim=1)
+        h_err = (h - hb32).norm(dim=1)
+        if h.shape[0] <= _INT8_ROWS and self.wq is not None:
+            approx = torch._weight_int8pack_mm(hb, self.wq, self.wq_scale).float()
+            w_err, w_norm = self.wq_err, self.wq_norm
+        else:
+            approx = (hb @ self.wb_t).float()
+            w_err, w_norm = self.wb_err, self.wb_norm
+        return approx, _RowBounds(self, w_err, w_norm, h_norm, hb_norm, h_err)
+
+    def choose(
+        self, rows: torch.Tensor, banned: list[torch.Tensor | None], skip: int = 0
+    ) -> tuple[torch.Tensor, list[int], list[int]]:
+        """Approximate logits (banned tokens at -inf), fp32 argmax per row, candidates per row.
+
+        ``banned[i]`` is a boolean mask over the vocabulary for row ``i`` (suppress rules).
+        The first ``skip`` rows only get approximate logits (no choice).
+        """
+        approx, bounds = self.approximate(rows)
+        choices: list[int] = []
+        sizes: list[int] = []
+        for i in range(skip, rows.shape[0]):
+            a = approx[i]
+            if banned[i] is not None:
+                a.masked_fill_(banned[i], -math.inf)
+            top = float(a.max())
+            # every bound is <= cap, so a token below top - 2 cap cannot reach the best
+            # lower bound; the per-token bounds are computed only for the few above it
+            near = torch.nonzero(a >= top - 2.0 * bounds.cap(i, top)).flatten()
+            a_near = a[near]
+            b_near = bounds.of(i, near, a_near)
+            cand = near[a_near + b_near >= float((a_near - b_near).max())]
+            if cand.numel() == 1:
+                choices.append(int(cand[0]))
+            else:
+                exact = torch.nn.functional.linear(rows[i : i + 1], self.weight[cand])[0]
+                choices.append(int(cand[int(exact.argmax())]))
+            sizes.append(int(cand.numel()))
+        return approx, choices, sizes
+
+
+class _RowBounds:
+    """Error bounds of the approximate logits of a set of rows, computed on demand."""
+
+    def __init__(
+        self,
+        proj: ScreenedProjection,
+        w_err: torch.Tensor,
+        w_norm: torch.Tensor,
+        h_norm: torch.Tensor,
+        hb_norm: torch.Tensor,
+        h_err: torch.Tensor,
+    ) -> None:
+        self.p, self.w_err, self.w_norm = proj, w_err, w_norm
+        self.h_norm = h_norm.tolist()
+        self.hb_norm = hb_norm.tolist()
+        self.h_err = h_err.tolist()
+        self.max_w_err = float(w_err.max())
+        self.max_w_norm = float(w_norm.max())
+        self.max_w32_norm = float(proj.w_norm.max())
+
+    def of(self, i: int, tokens: torch.Tensor, approx: torch.Tensor) -> torch.Tensor:
+        """Bounds of row ``i``'s approximate logits ``approx`` of ``tokens``."""
+        g = self.p.gamma
+        bound = approx.abs() * _OUT_ROUND
+        bound += self.w_err[tokens] * self.h_norm[i]
+        bound += self.w_norm[tokens] * (self.h_err[i] + g * self.hb_norm[i])
+        bound += self.p.w_norm[tokens] * (g * self.h_norm[i])
+        return bound * _SAFETY
+
+    def cap(self, i: int, top: float) -> float:
+        """A bound on every token's bound, for tokens whose logit lies within 2 caps of ``top``.
+
+        For those ``|a| <= |top| + 2 cap``, so ``cap = 2^-8 (|top| + 2 cap) + rest`` solves to
+        the expression below.
+        """
+        g = self.p.gamma
+        rest = (
+            self.max_w_err * self.h_norm[i]
+            + self.max_w_norm * (self.h_err[i] + g * self.hb_norm[i])
+            + self.max_w32_norm * g * self.h_norm[i]
+        )
+        return _SAFETY * (_OUT_ROUND * abs(top) + rest) / (1.0 - 2.0 * _SAFETY * _OUT_ROUND)
