@@ -66,7 +66,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from streamcap.audio import audio_duration, load_audio
+    from streamcap.audio import audio_duration, iter_audio_chunks
     from streamcap.captions import open_writer
     from streamcap.transcribe import TranscribeOptions, transcribe_file
 
@@ -75,8 +75,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         if os.path.splitext(out)[1].lower() not in (".srt", ".vtt", ".jsonl", ".txt"):
             raise ValueError(f"{out}: output must end in .srt, .vtt, .jsonl or .txt")
     duration = audio_duration(args.file)
-    if duration is None:
-        load_audio(args.file)  # raises a clear AudioError for a bad file
+    if duration is None:  # no length in the header: decode the first second to vet the file
+        next(iter(iter_audio_chunks(args.file, chunk_s=1.0)), None)  # AudioError if bad
     engine = make_engine(args)
     opts = TranscribeOptions(
         decoding=decoding_options(engine, args), condition_on_previous=args.condition_on_previous

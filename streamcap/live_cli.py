@@ -144,6 +144,14 @@ def _outputs(args: argparse.Namespace) -> list[str]:
     return [out] if isinstance(out, str) else list(out)
 
 
+def _ready_engine(args: argparse.Namespace, config: LiveConfig) -> Any:
+    """Load the model, check the language, warm up: ValueError on a language it lacks."""
+    engine = _engine(args)
+    _check_language(engine, config)
+    _warm_up(engine, config)
+    return engine
+
+
 def _error(command: str, message: str) -> int:
     print(f"{PROG} {command}: {' '.join(str(message).split())}", file=sys.stderr)
     return 1
@@ -201,13 +209,11 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
         return _error("transcribe", f"{path}: no audio")
     from streamcap.worker import InferenceWorker
 
-    engine = _engine(args)
     try:
-        _check_language(engine, config)
+        engine = _ready_engine(args, config)
     except ValueError as e:
         writers.close()
         return _error("transcribe", str(e))
-    _warm_up(engine, config)
     simulated = getattr(args, "clock", "simulated") != "real"
     clock = SimulatedClock() if simulated else RealClock()
     worker = InferenceWorker(engine)
@@ -320,13 +326,11 @@ def run_dictate(args: argparse.Namespace) -> int:
     from streamcap.worker import InferenceWorker
 
     print(f"loading model {getattr(args, 'model', 'base')} ...", file=sys.stderr, flush=True)
-    engine = _engine(args)
     try:
-        _check_language(engine, config)
+        engine = _ready_engine(args, config)
     except ValueError as e:
         writers.close()
         return _error("dictate", str(e))
-    _warm_up(engine, config)
     worker = InferenceWorker(engine).start()
     captions: queue.Queue[Caption] = queue.Queue()
     stop = threading.Event()

@@ -19,15 +19,13 @@ How an utterance becomes captions:
   If speech resumes, the next window starts at the cut (which lies in silence). At `SpeechEnd`
   the window is closed likewise. A closed window's final is its exact decode after the words
   already emitted from it (`exact_finals`); a final is never revised.
-- Hallucination guards: no-speech probability with average log-probability, known silence
-  phrases only when no-speech is also high, repetition loops trimmed to one copy.
+- Hallucination guards (``transcript.py``): no-speech probability with average
+  log-probability, known silence phrases only when no-speech is also high, repetition loops
+  trimmed to one copy.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,6 +33,12 @@ import numpy as np
 
 from streamcap.captions import Caption, CaptionLog
 from streamcap.decoding.options import DecodeResult
+from streamcap.transcript import (
+    SENTENCE_END,
+    align_prefix,
+    common_prefix,
+    result_words,
+)
 from streamcap.vad import Event, SpeechAudio, SpeechEnd, SpeechStart
 
 SAMPLE_RATE = 16000
@@ -43,20 +47,6 @@ SAMPLE_RATE = 16000
 PARTIAL_CONTEXT_MARGIN_S = 2.0
 PARTIAL_CONTEXT_MIN_S = 6.0
 RequestKind = Literal["partial", "final"]
-_SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
-
-#: What Whisper tends to write on silence or noise (normalised). Dropped only when the model
-#: itself also says "no speech" with some confidence: people do say these words.
-SILENCE_PHRASES = frozenset(
-    {
-        "you", "thank you", "thanks", "thank you very much", "thank you so much",
-        "thanks for watching", "thank you for watching", "thank you so much for watching",
-        "thanks for watching and see you next time", "please subscribe", "bye", "bye bye",
-        "subscribe to my channel", "like and subscribe", "please like and subscribe",
-        "subtitles by the amara org community", "so", "oh", "uh", "um", "hmm", "i m sorry",
-        "music", "applause", "silence", "the end",
-    }
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -85,8 +75,8 @@ class PolicyConfig:
       least the first and whose average log-probability is at most the second (Whisper's rule).
     - min_avg_logprob: drop any decode less confident than this on average (noise and music;
       speech here measured above -1.0).
-    - phrase_no_speech_threshold: drop a known silence phrase (`SILENCE_PHRASES`) when the
-      no-speech probability is at least this.
+    - phrase_no_speech_threshold: drop a known silence phrase (`transcript.SILENCE_PHRASES`)
+      when the no-speech probability is at least this.
     - exact_finals: a closed window's final is its exact decode after the words already sent as
       finals: locked words not yet sent are shown as stable in partials, but the exact decode
       has the last word (where it only differs in case or punctuation, the shown form stays).
@@ -157,113 +147,6 @@ class Step:
     def extend(self, other: Step) -> None:
         self.requests += other.requests
         self.captions += other.captions
-
-
-# --------------------------------------------------------------------------- text helpers
-
-
-def norm_word(word: str) -> str:
-    """A word for comparison: lower case, no punctuation."""
-    return re.sub(r"[^\w]+", "", word.lower())
-
-
-def norm_text(text: str) -> str:
-    return " ".join(w for w in (norm_word(x) for x in text.split()) if w)
-
-
-def words_of(text: str) -> list[str]:
-    return text.split()
-
-
-def align_prefix(done: Sequence[str], words: Sequence[str]) -> int:
-    """Index in `words` where the part that repeats `done` ends (edit-distance alignment).
-
-    A new decode of a window usually starts with the words already committed from it; when it
-    words them differently, the best-matching prefix is skipped all the same.
-    """
-    if not done:
-        return 0
-    a = [norm_word(w) for w in done]
-    b = [norm_word(w) for w in words]
-    if b[: len(a)] == a:
-        return len(a)
-    prev = list(range(len(b) + 1))  # distance of a[:0] to b[:j]
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
-        prev = cur
-    best = min(prev)
-    return max(j for j, d in enumerate(prev) if d == best)  # ties: assume words were replaced
-
-
-def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    n = 0
-    while n < len(a) and n < len(b) and norm_word(a[n]) == norm_word(b[n]):
-        n += 1
-    return n
-
-
-def trim_loop(words: list[str], min_repeats: int = 3, max_n: int = 12) -> list[str]:
-    """Cut a phrase repeated back to back at the end down to one copy."""
-    for n in range(1, max_n + 1):
-        if len(words) < n * min_repeats:
-            break
-        tail = [norm_word(w) for w in words[-n:]]
-        r = 1
-        while (
-            len(words) >= (r + 1) * n
-            and [norm_word(w) for w in words[len(words) - (r + 1) * n : len(words) - r * n]] == tail
-        ):
-            r += 1
-        if r >= min_repeats:
-            return words[: len(words) - (r - 1) * n]
-    return words
-
-
-def trim_restart(words: list[str], min_words: int = 2, ngram: int = 4) -> list[str]:
-    """Cut a decode that starts over or goes round (``A B C. A B C``, ``x y z w ... x y z w``).
-
-    Shortened-context partials do this. A restart repeats the first three words (two after a
-    sentence or clause end); a round repeats any ``ngram`` words seen before.
-    """
-    norm = [norm_word(w) for w in words]
-    seen: set[tuple[str, ...]] = set()
-    for i in range(len(norm)):
-        if min_words <= i <= len(norm) - min_words:
-            m = min(3, len(norm) - i)
-            after_stop = words[i - 1].endswith((*_SENTENCE_END, ","))
-            if (m == 3 or after_stop) and norm[i : i + m] == norm[:m]:
-                return words[:i]
-        gram = tuple(norm[i : i + ngram])
-        if len(gram) == ngram:
-            if gram in seen:
-                return words[:i]
-            seen.add(gram)
-    return words
-
-
-def is_hallucination(result: DecodeResult, config: PolicyConfig) -> bool:
-    """True when a decode's text should not become a caption."""
-    ns = result.no_speech_prob
-    lp = result.avg_logprob
-    if math.isnan(ns):
-        return False
-    if ns >= config.no_speech_threshold and (lp is None or lp <= config.logprob_threshold):
-        return True
-    if lp is not None and lp < config.min_avg_logprob:
-        return True
-    return ns >= config.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES
-
-
-def result_words(result: DecodeResult, config: PolicyConfig, partial: bool = False) -> list[str]:
-    """The words a decode contributes after the hallucination guards."""
-    if is_hallucination(result, config):
-        return []
-    words = trim_loop(words_of(result.text), 3 if result.stopped_by == "loop" else 4)
-    if partial:
-        words = trim_restart(words)
-    return words
 
 
 # --------------------------------------------------------------------------- state
@@ -531,7 +414,7 @@ class CaptionPolicy:
         cut = 0
         if cfg.commit_sentences:
             for i, word in enumerate(pending):
-                if word.endswith(_SENTENCE_END):
+                if word.endswith(SENTENCE_END):
                     cut = i + 1
         if cut == 0 and len(" ".join(pending)) >= cfg.max_locked_chars:
             cut = len(pending)
@@ -563,7 +446,7 @@ class CaptionPolicy:
         if not text or not self.config.capitalize:
             return text
         last = self._finals_text[-1] if self._finals_text else ""
-        if last and not last.endswith(_SENTENCE_END):
+        if last and not last.endswith(SENTENCE_END):
             return text
         return text[0].upper() + text[1:]
 

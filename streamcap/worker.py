@@ -25,7 +25,7 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -39,6 +39,7 @@ from streamcap.engine import SAMPLE_RATE, WINDOW_S, Encoded, Engine
 log = logging.getLogger(__name__)
 JobKind = Literal["partial", "final"]
 POSITIONS_PER_S = 50  # encoder output frames per second of audio (1500 for 30 s)
+MAX_STREAM_STATS = 1024  # per-stream stats kept (least recently active dropped first)
 
 
 @dataclass
@@ -127,7 +128,10 @@ class InferenceWorker:
         self._stopping = False
         self._ids = itertools.count(1)
         self._total = _Stats()
-        self._streams: dict[str, _Stats] = {}
+        # per-stream totals, least recently active first; bounded so a server that sees
+        # stream after stream for months keeps a fixed amount of bookkeeping
+        self._streams: OrderedDict[str, _Stats] = OrderedDict()
+        self._streams_seen = 0
         self._max_depth = 0
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
 
@@ -310,8 +314,19 @@ class InferenceWorker:
         outcome.context_s = encoded.enc.shape[1] / POSITIONS_PER_S
         return outcome
 
+    def _stream(self, stream: str) -> _Stats:
+        stats = self._streams.get(stream)
+        if stats is None:
+            stats = self._streams[stream] = _Stats()
+            self._streams_seen += 1
+            while len(self._streams) > MAX_STREAM_STATS:
+                self._streams.popitem(last=False)
+        else:
+            self._streams.move_to_end(stream)
+        return stats
+
     def _account(self, job: DecodeJob, outcome: JobOutcome) -> None:
-        for s in (self._total, self._streams.setdefault(job.stream, _Stats())):
+        for s in (self._total, self._stream(job.stream)):
             s.queue_wait_s += outcome.queued_s
             if outcome.error is not None:
                 s.errors += 1
@@ -331,7 +346,7 @@ class InferenceWorker:
             return
         with self._cond:
             for job in jobs:
-                for s in (self._total, self._streams.setdefault(job.stream, _Stats())):
+                for s in (self._total, self._stream(job.stream)):
                     s.dropped_partials += job.kind == "partial"
         for job in jobs:
             try:
@@ -347,7 +362,7 @@ class InferenceWorker:
             d = self._total.as_dict()
             d["queue_depth"] = self._depth()
             d["max_queue_depth"] = self._max_depth
-            d["streams"] = len(self._streams)
+            d["streams"] = self._streams_seen
         return d
 
     def stream_stats(self, stream: str) -> dict[str, float]:

@@ -29,7 +29,7 @@ from pulse_mic import PulseMic
 from streamcap.audio import RealClock, SimulatedClock, load_audio
 from streamcap.captions import Caption
 from streamcap.live import LiveConfig, LiveStream, replay
-from streamcap.policy import norm_text
+from streamcap.transcript import norm_text
 from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,17 +15,8 @@ import pytest
 
 from streamcap.captions import Caption, CaptionLog
 from streamcap.decoding.options import DecodeResult
-from streamcap.policy import (
-    CaptionPolicy,
-    DecodeRequest,
-    PolicyConfig,
-    Step,
-    align_prefix,
-    is_hallucination,
-    norm_text,
-    trim_loop,
-    trim_restart,
-)
+from streamcap.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
+from streamcap.transcript import align_prefix, is_hallucination, norm_text, trim_loop, trim_restart
 from streamcap.vad import SpeechAudio, SpeechEnd, SpeechStart
 
 SR = 16000

@@ -99,6 +99,23 @@ def test_finals_first_stale_partials_dropped_streams_take_turns() -> None:
     assert w.stream_stats("c")["jobs"] == 2 and w.idle()
 
 
+def test_per_stream_stats_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import streamcap.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "MAX_STREAM_STATS", 3)
+    rec = Recorder()
+    w = InferenceWorker(FakeEngine())  # type: ignore[arg-type]
+    for i in range(6):
+        w.submit(job(rec, f"s{i}", "final", 1))
+        w.run_pending()
+        w.submit(job(rec, "busy", "final", 1))  # stays the most recently active
+        w.run_pending()
+    assert len(w._streams) == 3 and w.total_stats()["streams"] == 7
+    assert w.stream_stats("busy")["jobs"] == 6
+    assert w.stream_stats("s5")["jobs"] == 1 and w.stream_stats("s0")["jobs"] == 0
+    assert w.total_stats()["jobs"] == 12
+
+
 def test_threaded_backlog_stays_bounded_and_every_final_is_decoded() -> None:
     gate = threading.Event()
     engine = FakeEngine(gate)

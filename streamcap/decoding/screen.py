@@ -27,7 +27,7 @@ import torch
 
 _OUT_ROUND = 2.0**-8  # bf16 output: half an ulp is 2^-9 of the value; one full ulp for safety
 _SAFETY = 1.02  # relative slack for the fp32 arithmetic of the bound itself
-_INT8_ROWS = 4  # up to this many rows the int8 kernel beats bf16 here (scripts/bench_screen.py)
+_INT8_ROWS = 4  # up to this many rows the int8 kernel beats bf16 here (scripts/bench_kernels.py)
 
 
 def cpu_bf16_is_fast() -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import mimetypes
 import re
+import sys
+import sysconfig
 from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
@@ -39,9 +41,18 @@ _TYPES = {
 }
 
 
+def web_dir_candidates() -> list[Path]:
+    """Where the pages may live: next to the package (a checkout or an editable install),
+    then where a wheel installs them (``share/streamcap/web`` under the environment)."""
+    here = Path(streamcap.__file__).resolve().parent.parent / "web"
+    data = Path(sysconfig.get_path("data")) / "share" / "streamcap" / "web"
+    return [here, data, Path(sys.prefix) / "share" / "streamcap" / "web"]
+
+
 def default_web_dir() -> Path:
-    """`web/` next to the package (a source checkout or an editable install)."""
-    return Path(streamcap.__file__).resolve().parent.parent / "web"
+    """The first candidate that holds the pages (the checkout's path if none does)."""
+    candidates = web_dir_candidates()
+    return next((p for p in candidates if (p / "index.html").is_file()), candidates[0])
 
 
 def response(
