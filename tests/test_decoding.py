@@ -132,3 +132,20 @@ def test_fallback_paths_match_generate(engine, speech):
             )
             assert list(got.tokens) == ref
         prev = tuple(got.tokens)
+
+
+def test_screened_log_probabilities_match_fp32(engine, speech):
+    """The hallucination guards read avg_logprob and no_speech_prob: the screened path must give
+    what the full fp32 projection gives (speech and silence), not just the same tokens."""
+    full = SpeculativeDecoder(
+        engine.main.model, engine.main.processor, "cpu", torch.float32, screen=False
+    )
+    opts = DecodingOptions(language="en")
+    for clip in ("en_real_jfk", "en_real_forever", "sv_real_silence_u0016001"):
+        enc = engine.encode(speech[clip])
+        got = engine.decoder.decode(enc.enc, opts, duration_s=enc.duration_s)
+        want = full.decode(enc.enc, opts, duration_s=enc.duration_s)
+        assert got.tokens == want.tokens
+        assert abs(got.no_speech_prob - want.no_speech_prob) < 1e-3
+        if want.avg_logprob is not None:
+            assert abs(got.avg_logprob - want.avg_logprob) < 1e-3

@@ -57,6 +57,7 @@ def test_choices_equal_the_fp32_argmax_with_suppress_rules(engine, states):
     dec = engine.decoder
     screen = ScreenedProjection(dec.proj_out.weight)
     exact = torch.nn.functional.linear(states, dec.proj_out.weight)
+    all_sizes: list[int] = []
     for m in (1, 2, 8):
         for i in range(0, states.shape[0] - m, m):
             banned = [dec._begin if j == 0 else dec._suppress for j in range(m)]
@@ -65,7 +66,10 @@ def test_choices_equal_the_fp32_argmax_with_suppress_rules(engine, states):
             for j in range(m):
                 want[j].masked_fill_(banned[j], -math.inf)
             assert choices == want.argmax(-1).tolist()
-            assert all(1 <= s < 2000 for s in sizes)
+            assert min(sizes) >= 1
+            all_sizes += sizes
+    # the bounds are rigorous, hence wide on rare high-norm rows, yet few tokens are re-scored
+    assert sum(all_sizes) / len(all_sizes) < 200
 
 
 def test_near_ties_are_decided_in_fp32():

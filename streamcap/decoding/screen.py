@@ -6,16 +6,19 @@ Projecting one decoder row onto the 51,865-token vocabulary reads the whole fp32
 low-precision copies of the matrix (int8 for a few rows, bf16 for more: a quarter / half of the
 memory, VNNI/AMX kernels), every approximate logit gets a rigorous error bound, and only the
 tokens whose interval reaches the best lower bound are re-scored against the fp32 weights.
-The returned choice is the fp32 argmax among those; the screen never decides it. The
-approximate logits serve only for log-probabilities, where an error of ~1e-3 does not matter.
+The returned choice is the fp32 argmax among those; the screen never decides it.
+Log-probabilities (the hallucination guards read them) use fp32 logits too for the chosen
+token and every token within ``_NEAR`` of the best; only the far tail of the softmax sum comes
+from the approximation (within 3e-4 of the full fp32 log-softmax on real speech).
 
 Error bound of an approximate logit ``a_r`` of row ``h`` against the fp32 logit ``z_r``
 (``w`` the fp32 weight row, ``ŵ`` its low-precision copy, ``ĥ`` = bf16(h), K = 512 terms):
 
-    |z_r - a_r| <= |w-ŵ|·|h| + |ŵ|·|h-ĥ| + 2^-8·|a_r| + 2γ_K·(|w|·|h| + |ŵ|·|ĥ|)
+    |z_r - a_r| <= |w-ŵ|·|h| + |ŵ|·|h-ĥ| + 2^-8·|a_r| + 2γ_K·(|w|·|h| + |ŵ|·|ĥ|) [+ 2^-8·|ŵ|·|ĥ|]
 
 (weight and activation rounding, bf16 rounding of the output, fp32 accumulation of the
-approximation and of the fp32 reference itself, γ_K = K·2^-24). ``tests/test_screen.py``
+approximation and of the fp32 reference itself, γ_K = K·2^-24; the bracket for the int8
+kernel, in case it rounds dequantized weights to bf16). ``tests/test_screen.py``
 checks it on real decoder states, where the observed error stays far inside it.
 """
 
@@ -25,8 +28,12 @@ import math
 
 import torch
 
-_OUT_ROUND = 2.0**-8  # bf16 output: half an ulp is 2^-9 of the value; one full ulp for safety
+_OUT_ROUND = 2.0**-8  # bf16 keeps 8 significant bits: rounding moves a value by <= 2^-8 of it
 _SAFETY = 1.02  # relative slack for the fp32 arithmetic of the bound itself
+_NEAR = 10.0  # logits this close to the best are re-scored in fp32 for log-probabilities
+# torch's int8 kernel may round each dequantized weight (q * scale) to bf16 before the AMX
+# multiply (its oneDNN path does): up to 2^-8 of it, so 2^-8·|ŵ|·|ĥ| (bf16 x bf16 is exact)
+_INT8_KERNEL_ROUND = 2.0**-8
 _INT8_ROWS = 4  # up to this many rows the int8 kernel beats bf16 here (scripts/bench_kernels.py)
 
 
@@ -84,11 +91,11 @@ class ScreenedProjection:
         h_err = (h - hb32).norm(dim=1)
         if h.shape[0] <= _INT8_ROWS and self.wq is not None:
             approx = torch._weight_int8pack_mm(hb, self.wq, self.wq_scale).float()
-            w_err, w_norm = self.wq_err, self.wq_norm
+            w_err, w_norm, kernel = self.wq_err, self.wq_norm, _INT8_KERNEL_ROUND
         else:
             approx = (hb @ self.wb_t).float()
-            w_err, w_norm = self.wb_err, self.wb_norm
-        return approx, _RowBounds(self, w_err, w_norm, h_norm, hb_norm, h_err)
+            w_err, w_norm, kernel = self.wb_err, self.wb_norm, 0.0
+        return approx, _RowBounds(self, w_err, w_norm, h_norm, hb_norm, h_err, kernel)
 
     def choose(
         self, rows: torch.Tensor, banned: list[torch.Tensor | None], skip: int = 0
@@ -120,6 +127,23 @@ class ScreenedProjection:
             sizes.append(int(cand.numel()))
         return approx, choices, sizes
 
+    def log_softmax_at(
+        self, rows: torch.Tensor, approx: torch.Tensor, tokens: list[int]
+    ) -> list[float]:
+        """log-softmax of each row's logits at its token (``approx``: the rows' approximate
+        logits, banned tokens at -inf): fp32 logits for the tokens and for every token within
+        ``_NEAR`` of the row's best, the approximation only for the far tail of the sum."""
+        w = self.weight
+        x = rows.to(w.dtype)
+        top = approx.amax(1, keepdim=True)
+        terms = (approx - top).exp_()
+        r, t = torch.nonzero(approx >= top - _NEAR, as_tuple=True)
+        shift = top[:, 0]
+        # the sum of exp(logit - top), with the near terms swapped for their fp32 values
+        swap = ((x[r] * w[t]).sum(-1) - shift[r]).exp_() - terms[r, t]
+        lse = shift + terms.sum(1).index_add_(0, r, swap).log_()
+        return ((x * w[tokens]).sum(-1) - lse).tolist()
+
 
 class _RowBounds:
     """Error bounds of the approximate logits of a set of rows, computed on demand."""
@@ -132,8 +156,10 @@ class _RowBounds:
         h_norm: torch.Tensor,
         hb_norm: torch.Tensor,
         h_err: torch.Tensor,
+        kernel_round: float,
     ) -> None:
         self.p, self.w_err, self.w_norm = proj, w_err, w_norm
+        self.g = proj.gamma + kernel_round  # per |ŵ|·|ĥ|: fp32 accumulation, kernel rounding
         self.h_norm = h_norm.tolist()
         self.hb_norm = hb_norm.tolist()
         self.h_err = h_err.tolist()
@@ -143,11 +169,10 @@ class _RowBounds:
 
     def of(self, i: int, tokens: torch.Tensor, approx: torch.Tensor) -> torch.Tensor:
         """Bounds of row ``i``'s approximate logits ``approx`` of ``tokens``."""
-        g = self.p.gamma
         bound = approx.abs() * _OUT_ROUND
         bound += self.w_err[tokens] * self.h_norm[i]
-        bound += self.w_norm[tokens] * (self.h_err[i] + g * self.hb_norm[i])
-        bound += self.p.w_norm[tokens] * (g * self.h_norm[i])
+        bound += self.w_norm[tokens] * (self.h_err[i] + self.g * self.hb_norm[i])
+        bound += self.p.w_norm[tokens] * (self.p.gamma * self.h_norm[i])
         return bound * _SAFETY
 
     def cap(self, i: int, top: float) -> float:
@@ -156,10 +181,9 @@ class _RowBounds:
         For those ``|a| <= |top| + 2 cap``, so ``cap = 2^-8 (|top| + 2 cap) + rest`` solves to
         the expression below.
         """
-        g = self.p.gamma
         rest = (
             self.max_w_err * self.h_norm[i]
-            + self.max_w_norm * (self.h_err[i] + g * self.hb_norm[i])
-            + self.max_w32_norm * g * self.h_norm[i]
+            + self.max_w_norm * (self.h_err[i] + self.g * self.hb_norm[i])
+            + self.max_w32_norm * self.p.gamma * self.h_norm[i]
         )
         return _SAFETY * (_OUT_ROUND * abs(top) + rest) / (1.0 - 2.0 * _SAFETY * _OUT_ROUND)

@@ -237,6 +237,14 @@ class SpeculativeDecoder:
                 break
         return (parts[0] if len(parts) == 1 else torch.cat(parts)), predicted, extra_logits
 
+    def _logprobs(self, rows: torch.Tensor, logits: torch.Tensor, tokens: list[int]) -> list[float]:
+        """Log-probability of ``tokens[i]`` after ``rows[i]`` (``logits``: what ``_choose``
+        gave for those rows)."""
+        if self.screen is not None:
+            return self.screen.log_softmax_at(rows, logits, tokens)
+        lse = torch.logsumexp(logits, -1)
+        return [float(logits[i, t] - lse[i]) for i, t in enumerate(tokens)]
+
     @torch.inference_mode()
     def detect_language(self, enc: torch.Tensor) -> tuple[int, float]:
         """Most likely language token and the no-speech probability, from one step on <|sot|>."""
@@ -296,7 +304,8 @@ class SpeculativeDecoder:
             extra = hidden[sot_row] if first and math.isnan(no_speech) else None
             logits, predicted, sot_logits = self._verify_rows(rows, draft, begin=first, extra=extra)
             if sot_logits is not None:
-                no_speech = float(torch.softmax(sot_logits, -1)[spec.no_speech])
+                sot = hidden[sot_row : sot_row + 1]
+                no_speech = math.exp(self._logprobs(sot, sot_logits[None], [spec.no_speech])[0])
             first = False
             n_ok, gained = accept(draft[: len(predicted) - 1], predicted)
             stats.drafted += len(draft)
@@ -305,10 +314,9 @@ class SpeculativeDecoder:
             ext = extend(generated, gained, eot=spec.eot, budget=budget, guard=guard)
             stopped_by = ext.stopped_by
             if ext.appended:
-                chosen = logits[: len(ext.appended)]
-                idx = torch.tensor(ext.appended, device=chosen.device)[:, None]
-                lse = torch.logsumexp(chosen, -1)
-                logprob_sum += float((chosen.gather(1, idx)[:, 0] - lse).sum())
+                n_new = len(ext.appended)
+                new = list(ext.appended)
+                logprob_sum += sum(self._logprobs(rows[:n_new], logits[:n_new], new))
             if stopped_by is None:
                 # keep the cache for pending + accepted drafts; the bonus token is next input
                 keep = cache.get_seq_length() - (len(draft) - n_ok)
