@@ -105,3 +105,25 @@ def test_random_matrices_and_scales():
         rows = torch.randn(12, 256, generator=gen) * scale
         _, choices, _ = screen.choose(rows, [None] * 12)
         assert choices == torch.nn.functional.linear(rows, weight).argmax(-1).tolist()
+
+
+def test_int8_kernel_probe_matches_the_kernel():
+    """The int8 bound leaves out weight rounding only when the probe says the kernel
+    dequantizes in fp32; then its results must sit within output rounding and fp32
+    accumulation of the fp32-dequantized products, on random data of the real shape."""
+    from streamcap.decoding.screen import _int8_kernel_rounds
+
+    gen = torch.Generator().manual_seed(2)
+    n, k = 51865, 512
+    q = torch.randint(-127, 128, (n, k), generator=gen, dtype=torch.int8)
+    scale = (torch.rand(n, generator=gen) * 0.01 + 1e-3).to(torch.bfloat16)
+    rounds = _int8_kernel_rounds(n, k)
+    for m in (1, 2, 4):
+        h = (torch.randn(m, k, generator=gen) * 10).to(torch.bfloat16)
+        got = torch._weight_int8pack_mm(h, q, scale).double()
+        w = q.double() * scale.double()[:, None]
+        want = h.double() @ w.t()
+        slack = 2.0**-8 * got.abs() + 2 * k * 2.0**-24 * (h.double().abs() @ w.abs().t())
+        if rounds:
+            slack += 2.0**-8 * (h.double().abs() @ w.abs().t())
+        assert bool(((got - want).abs() <= slack * 1.01).all())

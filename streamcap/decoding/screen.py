@@ -31,10 +31,28 @@ import torch
 _OUT_ROUND = 2.0**-8  # bf16 keeps 8 significant bits: rounding moves a value by <= 2^-8 of it
 _SAFETY = 1.02  # relative slack for the fp32 arithmetic of the bound itself
 _NEAR = 10.0  # logits this close to the best are re-scored in fp32 for log-probabilities
-# torch's int8 kernel may round each dequantized weight (q * scale) to bf16 before the AMX
-# multiply (its oneDNN path does): up to 2^-8 of it, so 2^-8·|ŵ|·|ĥ| (bf16 x bf16 is exact)
+# some builds of torch's int8 kernel round each dequantized weight (q * scale) to bf16 before
+# an AMX multiply: up to 2^-8 of it, so 2^-8·|ŵ|·|ĥ| more (``_int8_kernel_rounds`` probes)
 _INT8_KERNEL_ROUND = 2.0**-8
 _INT8_ROWS = 4  # up to this many rows the int8 kernel beats bf16 here (scripts/bench_kernels.py)
+
+
+def _int8_kernel_rounds(n: int, k: int) -> bool:
+    """Does ``_weight_int8pack_mm`` round dequantized weights to bf16 at this shape?
+
+    Rows of q = (127, -1, 0...) with scale 1.5 against h = (1, 1, 0...): fp32 dequantization
+    gives 190.5 - 1.5 = 189 exactly; bf16 dequantization rounds 190.5 to 190 and gives 188.5,
+    stored as 188. Anything but 189 counts as rounding (the bound then includes it).
+    """
+    q = torch.zeros(n, k, dtype=torch.int8)
+    q[:, 0], q[:, 1] = 127, -1
+    scale = torch.full((n,), 1.5, dtype=torch.bfloat16)
+    for m in range(1, _INT8_ROWS + 1):
+        h = torch.zeros(m, k, dtype=torch.bfloat16)
+        h[:, :2] = 1
+        if not bool((torch._weight_int8pack_mm(h, q, scale).float() == 189.0).all()):
+            return True
+    return False
 
 
 def cpu_bf16_is_fast() -> bool:
@@ -79,6 +97,7 @@ class ScreenedProjection:
                 self.wq_scale = scale
                 self.wq_err = (w - wq32).norm(dim=1)
                 self.wq_norm = wq32.norm(dim=1)
+                self.wq_round = _INT8_KERNEL_ROUND if _int8_kernel_rounds(*w.shape) else 0.0
             del q, wq32
 
     def approximate(self, rows: torch.Tensor) -> tuple[torch.Tensor, _RowBounds]:
@@ -91,7 +110,7 @@ class ScreenedProjection:
         h_err = (h - hb32).norm(dim=1)
         if h.shape[0] <= _INT8_ROWS and self.wq is not None:
             approx = torch._weight_int8pack_mm(hb, self.wq, self.wq_scale).float()
-            w_err, w_norm, kernel = self.wq_err, self.wq_norm, _INT8_KERNEL_ROUND
+            w_err, w_norm, kernel = self.wq_err, self.wq_norm, self.wq_round
         else:
             approx = (hb @ self.wb_t).float()
             w_err, w_norm, kernel = self.wb_err, self.wb_norm, 0.0
