@@ -3,7 +3,10 @@
 We own the decoder loop (no ``generate``): it saves generate's per-token overhead as well as
 forward passes, and lets every drafter share the same verify step. The output is token for
 token what the main model's own greedy ``generate`` returns with the same prefix, suppress
-rules and stop rules (see ``reference.py`` and the tests).
+rules and stop rules (see ``reference.py`` and the tests). Each step runs the decoder layers
+through ``lean.py`` (bit-identical to transformers' modules, preallocated KV cache) and picks
+tokens through ``screen.py`` (exact fp32 argmax from a bounded int8/bf16 projection) where
+those apply.
 """
 
 from __future__ import annotations
