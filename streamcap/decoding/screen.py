@@ -85,20 +85,19 @@ class ScreenedProjection:
         if hasattr(torch, "_weight_int8pack_mm"):
             scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12).to(torch.bfloat16)
             q = torch.round(w / scale.float()[:, None]).clamp(-127, 127)
-            wq32 = q * scale.float()[:, None]
-            try:
-                torch._weight_int8pack_mm(
-                    torch.zeros(1, k, dtype=torch.bfloat16), q.to(torch.int8), scale
-                )
+            try:  # the probe runs the kernel at this shape: a build without it raises here
+                rounds = _int8_kernel_rounds(*w.shape)
             except RuntimeError:
                 pass
             else:
+                wq32 = q * scale.float()[:, None]
                 self.wq = q.to(torch.int8)
                 self.wq_scale = scale
                 self.wq_err = (w - wq32).norm(dim=1)
                 self.wq_norm = wq32.norm(dim=1)
-                self.wq_round = _INT8_KERNEL_ROUND if _int8_kernel_rounds(*w.shape) else 0.0
-            del q, wq32
+                self.wq_round = _INT8_KERNEL_ROUND if rounds else 0.0
+                del wq32
+            del q
 
     def approximate(self, rows: torch.Tensor) -> tuple[torch.Tensor, _RowBounds]:
         """Approximate fp32 logits (M, V) and what their error bounds are made of."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import mimetypes
 import re
-import sys
 import sysconfig
 from collections.abc import Callable
 from http import HTTPStatus
@@ -45,8 +44,11 @@ def web_dir_candidates() -> list[Path]:
     """Where the pages may live: next to the package (a checkout or an editable install),
     then where a wheel installs them (``share/streamcap/web`` under the environment)."""
     here = Path(streamcap.__file__).resolve().parent.parent / "web"
-    data = Path(sysconfig.get_path("data")) / "share" / "streamcap" / "web"
-    return [here, data, Path(sys.prefix) / "share" / "streamcap" / "web"]
+    schemes = [sysconfig.get_default_scheme(), sysconfig.get_preferred_scheme("user")]
+    installed = [
+        Path(sysconfig.get_path("data", s)) / "share" / "streamcap" / "web" for s in schemes
+    ]
+    return [here, *dict.fromkeys(installed)]  # environment, then a ``pip install --user``
 
 
 def default_web_dir() -> Path:
