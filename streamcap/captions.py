@@ -37,10 +37,12 @@ class Caption:
     end: float
     committed_chars: int
     latency_ms: float
+    #: The caption log's identity (a server sets it; see `CaptionLog`); "" is left off the wire.
+    epoch: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The wire JSON object; times rounded to milliseconds (no false precision on the wire)."""
-        return {
+        d: dict[str, Any] = {
             "type": self.type,
             "stream": self.stream,
             "seq": self.seq,
@@ -51,6 +53,9 @@ class Caption:
             "committed_chars": self.committed_chars,
             "latency_ms": round(self.latency_ms, 1),
         }
+        if self.epoch:
+            d["epoch"] = self.epoch
+        return d
 
     def to_json(self) -> str:
         """Compact UTF-8-friendly JSON text frame."""
@@ -73,6 +78,7 @@ class Caption:
                 end=float(d["end"]),
                 committed_chars=int(d["committed_chars"]),
                 latency_ms=float(d["latency_ms"]),
+                epoch=str(d.get("epoch", "")),
             )
         except KeyError as e:
             raise ValueError(f"caption is missing field {e.args[0]!r}") from None
@@ -341,16 +347,31 @@ class CaptionLog:
     replaying those in `seq` order rebuilds the same screen a live viewer has. At most
     `max_finals` finals are kept (oldest dropped), so `since(n)` with `n` older than the oldest
     stored event returns only what remains; `oldest_seq` tells a caller whether that happened.
+
+    `epoch` names this log's sequence (stamped on every event): a `seq` means something only
+    together with it. A log reloaded from a recording keeps its epoch and continues after
+    `last_seq` (`restore`).
     """
 
-    def __init__(self, stream: str, *, max_finals: int = 10_000) -> None:
+    def __init__(
+        self, stream: str, *, max_finals: int = 10_000, epoch: str = "", last_seq: int = 0
+    ) -> None:
         if max_finals < 1:
             raise ValueError(f"max_finals must be >= 1, got {max_finals}")
         self.stream = stream
         self.max_finals = max_finals
-        self._seq = 0
+        self.epoch = epoch
+        self._seq = last_seq
         self._finals: deque[Caption] = deque()
         self._partials: dict[int, Caption] = {}
+
+    def restore(self, finals: Iterable[Caption], last_seq: int) -> None:
+        """Load recorded finals (seq order) and continue numbering after `last_seq`."""
+        for cap in finals:
+            self._finals.append(cap)
+            if len(self._finals) > self.max_finals:
+                self._finals.popleft()
+        self._seq = max(self._seq, last_seq, self._finals[-1].seq if self._finals else 0)
 
     @property
     def last_seq(self) -> int:
@@ -392,6 +413,7 @@ class CaptionLog:
             end=end,
             committed_chars=committed_chars,
             latency_ms=latency_ms,
+            epoch=self.epoch,
         )
         if type == "partial":
             self._partials[segment] = cap

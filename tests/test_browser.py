@@ -112,3 +112,89 @@ def test_mic_page_feeds_server_and_overlay_shows_words(
     entry = server.server.hub.get("browser") if server.server else None
     assert entry is not None and not entry.publishing
     assert words.search(" ".join(c.text for c in entry.log.finals()))
+
+
+def test_overlay_and_mic_page_say_which_token_was_refused(
+    server: ServerThread, browser: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    overlay = browser.new_page()
+    overlay.goto(server.url("/overlay?stream=locked&token=wrong"))  # no ?debug: still shown
+    status = overlay.locator("#status")
+    expect(status).to_be_visible(timeout=15_000)
+    expect(status).to_contain_text("view token missing or wrong")
+    expect(overlay.locator("body")).to_have_attribute("data-state", "error")
+
+    mic = browser.new_page()
+    mic.goto(server.url("/?stream=locked&token=not-it&view_token=view"))
+    mic.click("#start")
+    expect(mic.locator("#status")).to_contain_text("publish token missing or wrong", timeout=30_000)
+
+
+def test_caption_model_follows_the_epoch_rule(server: ServerThread, browser: Any) -> None:
+    page = browser.new_page()
+    page.goto(server.url("/overlay?stream=rule&token=view"))
+    result = page.evaluate(
+        """() => {
+        const m = new Streamcap.CaptionModel();
+        const ev = (seq, epoch, text) =>
+          ({type: "final", seq, epoch, segment: seq, text, committed_chars: 0});
+        const out = [];
+        out.push(m.apply(ev(1, "A", "one")), m.apply(ev(2, "A", "two")));
+        out.push(m.apply(ev(2, "A", "two")));            // a duplicate: ignored
+        const conn = new Streamcap.CaptionConnection({server: "ws://x", stream: "rule", model: m});
+        const url = conn.url();
+        out.push(m.apply(ev(1, "B", "new run")));        // another log: start over
+        return {out, url, text: m.committedText(), epoch: m.epoch, last: m.lastSeq};
+      }"""
+    )
+    assert result["out"] == ["final", "final", "", "reset+final"]
+    assert "since=2" in result["url"] and "epoch=A" in result["url"]
+    assert result["text"] == "new run" and result["epoch"] == "B" and result["last"] == 1
+
+
+def test_overlay_starts_over_after_a_server_restart(
+    engine: Any, browser: Any, speech: dict
+) -> None:
+    """A server restarted without a recording is another log (new epoch): the overlay, which
+    reconnects with its old `since`, must drop the old run's words and show the new run's."""
+    import asyncio
+    import threading
+
+    from playwright.sync_api import expect
+
+    from streamcap.server.client import publish, ws_url
+    from streamcap.worker import InferenceWorker
+
+    def say(srv: ServerThread, clip: str) -> None:
+        audio = np.concatenate(
+            [np.zeros(4800, np.float32), speech[clip], np.zeros(16000, np.float32)]
+        )
+        url = ws_url(srv.url("", websocket=True), "ingest", "restart")
+        # Playwright's sync API runs an event loop in this thread: publish from another one.
+        t = threading.Thread(target=lambda: asyncio.run(publish(url, audio, 16000)))
+        t.start()
+        t.join(120)
+
+    worker = InferenceWorker(engine).start()
+    try:
+        with ServerThread(ServerConfig(port=0), worker) as first:
+            port = first.port
+            overlay = browser.new_page()
+            overlay.goto(first.url("/overlay?stream=restart&lines=3"))
+            say(first, "en_real_praatio_mary")
+            expect(overlay.locator("#box")).to_contain_text(
+                re.compile("barrel", re.I), timeout=60_000
+            )
+            say(first, "en_real_librivox_0880")  # the old run's log grows past the new one's
+            expect(overlay.locator("#box")).to_contain_text(
+                re.compile("disposed", re.I), timeout=60_000
+            )
+        with ServerThread(ServerConfig(port=port), worker) as second:
+            say(second, "en_real_goforward")
+            box = overlay.locator("#box")
+            expect(box).to_contain_text(re.compile("forward", re.I), timeout=60_000)
+            expect(box).not_to_contain_text(re.compile("barrel|disposed", re.I))
+    finally:
+        worker.stop()

@@ -309,3 +309,74 @@ def test_messages() -> None:
         "code": 1009,
         "reason": "too big",
     }
+
+
+# ----------------------------------------------------------------------------- hardening
+
+
+def test_an_integer_too_long_to_read_is_bad_data_not_a_crash() -> None:
+    # Python refuses to parse integers of more than 4300 digits (ValueError, not JSONDecodeError).
+    huge = '{"type":"start","sample_rate":' + "9" * 5000 + ',"format":"pcm_s16le"}'
+    with raises(CloseCode.UNSUPPORTED_DATA, "cannot be read"):
+        parse_start(huge)
+    st = IngestState()
+    st.receive_text(START)
+    with raises(CloseCode.UNSUPPORTED_DATA, "cannot be read"):
+        st.receive_text('{"type":"stop","x":' + "1" * 5000 + "}")
+
+
+@pytest.mark.parametrize("stream", [".hidden", "..", ".", ".x.jsonl"])
+def test_stream_ids_starting_with_a_dot_are_refused(stream: str) -> None:
+    with raises(CloseCode.POLICY_VIOLATION, "invalid stream id"):
+        parse_ws_path(f"/ingest?stream={stream}")
+    with raises(CloseCode.POLICY_VIOLATION, "invalid stream id"):
+        parse_ws_path(f"/captions?stream={stream}")
+
+
+def test_ids_with_inner_dots_still_work_and_epoch_is_validated() -> None:
+    assert parse_ws_path("/ingest?stream=a.b-c_d")[1]["stream"] == "a.b-c_d"
+    _, params = parse_ws_path("/captions?stream=s&since=4&epoch=ab12cd34ef56")
+    assert params["epoch"] == "ab12cd34ef56" and params["since"] == "4"
+    assert "epoch" not in parse_ws_path("/captions?stream=s")[1]
+    with raises(CloseCode.UNSUPPORTED_DATA, "'epoch' must be"):
+        parse_ws_path("/captions?stream=s&epoch=" + "x" * 40)
+    with raises(CloseCode.UNSUPPORTED_DATA, "'epoch' must be"):
+        parse_ws_path("/captions?stream=s&epoch=a%20b")
+
+
+def test_resume_cursor_rule() -> None:
+    from streamcap.server.protocol import resume_cursor
+
+    assert resume_cursor(5, None, "e1", 9) == 5  # same log, no epoch given: trusted
+    assert resume_cursor(5, "e1", "e1", 9) == 5  # same log
+    assert resume_cursor(9, "e1", "e1", 9) == 9  # up to date
+    assert resume_cursor(5, "e0", "e1", 9) == 0  # another log: all of this one
+    assert resume_cursor(12, None, "e1", 9) == 0  # beyond the end: cannot be from this log
+    assert resume_cursor(12, "e1", "e1", 9) == 0
+    assert resume_cursor(3, "", "e1", 9) == 3  # an empty epoch counts as none
+
+
+def test_message_rate_limit_counts_empty_frames() -> None:
+    st = IngestState(max_frame_rate=100, frame_burst=200)
+    st.receive_text(START, now=0.0)
+    # A real client: 10 frames of 100 ms a second, for ten minutes.
+    for i in range(6000):
+        st.receive_bytes(s16([0] * 1600), now=i / 10)
+    # A flood of empty frames: the burst allowance, then 1008 although no audio arrives.
+    flood = IngestState(max_frame_rate=100, frame_burst=200)
+    flood.receive_text(START, now=0.0)
+    with raises(CloseCode.POLICY_VIOLATION, "too many messages: limit 100 per second"):
+        for _ in range(1_000_000):
+            flood.receive_bytes(b"", now=1.0)
+    assert 200 <= flood.messages <= 302
+    # One-sample frames at real-time pace (16,000 a second) are a flood too.
+    tiny = IngestState(max_frame_rate=100, frame_burst=200)
+    tiny.receive_text(START, now=0.0)
+    with raises(CloseCode.POLICY_VIOLATION, "too many messages"):
+        for i in range(16000):
+            tiny.receive_bytes(s16([0]), now=i / 16000)
+    # The limit can be turned off (trusted bulk uploads).
+    off = IngestState(max_frame_rate=None, burst_s=None)
+    off.receive_text(START)
+    for _ in range(10_000):
+        off.receive_bytes(b"", now=0.0)

@@ -11,6 +11,7 @@ class CaptionModel {
 
   reset() {
     this.lastSeq = 0;
+    this.epoch = ""; // the server log's identity: a seq means something only within it
     this.finals = []; // {segment, text}
     this.partial = null; // latest partial event not yet superseded by a final
     this.generation = (this.generation || 0) + 1; // bumps when the stream restarts
@@ -22,11 +23,19 @@ class CaptionModel {
       return "";
     }
     let tag = "";
-    if (ev.seq <= this.lastSeq) {
-      // seq never goes back within one stream: the server restarted and the stream began anew.
+    const epoch = typeof ev.epoch === "string" ? ev.epoch : "";
+    if (epoch && this.epoch && epoch !== this.epoch) {
+      // Another log (the server restarted without a recording, or the stream was recreated):
+      // the server replays that log from its start, so start the screen over.
+      this.reset();
+      tag = "reset+";
+    } else if (ev.seq <= this.lastSeq) {
+      if (epoch && epoch === this.epoch) return ""; // already shown
+      // A server without epochs: seq going back means the stream began anew.
       this.reset();
       tag = "reset+";
     }
+    if (epoch) this.epoch = epoch;
     this.lastSeq = ev.seq;
     if (ev.type === "final") {
       const text = (ev.text || "").trim();
@@ -74,7 +83,10 @@ class CaptionConnection {
   }
 
   url() {
+    // Resume after the last event seen, in the log it came from (the server replays the
+    // whole current log when the epoch is another one or the seq lies beyond its end).
     const q = new URLSearchParams({ stream: this.stream, since: String(this.model.lastSeq) });
+    if (this.model.epoch) q.set("epoch", this.model.epoch);
     if (this.token) q.set("token", this.token);
     return `${this.server}/captions?${q}`;
   }
@@ -99,7 +111,7 @@ class CaptionConnection {
         return;
       }
       if (ev.type === "error") {
-        this.onStatus("error", `${ev.code}: ${ev.reason}`);
+        this.onStatus("error", describeError(ev, "view"));
         return;
       }
       this.delay = 500; // data flows: the next drop reconnects quickly again
@@ -196,6 +208,16 @@ class LineLayout {
   }
 }
 
+/** A server error frame as a person should read it: token refusals say which token. */
+function describeError(ev, side) {
+  const reason = String(ev.reason || "");
+  if (ev.code === 1008 && /token/.test(reason)) {
+    const which = /publish/.test(reason) ? "publish" : /view/.test(reason) ? "view" : side;
+    return `${which} token missing or wrong (${reason})`;
+  }
+  return `${reason || "error"} (${ev.code})`;
+}
+
 /** Page helpers. */
 function captionParams() {
   return new URLSearchParams(window.location.search);
@@ -206,4 +228,6 @@ function defaultServer() {
   return `${proto}//${window.location.host}`;
 }
 
-window.Streamcap = { CaptionModel, CaptionConnection, LineLayout, captionParams, defaultServer };
+window.Streamcap = {
+  CaptionModel, CaptionConnection, LineLayout, captionParams, defaultServer, describeError,
+};

@@ -1,10 +1,18 @@
 """The caption server: asyncio I/O around the sans-I/O protocol (`protocol.py`).
 
-One port serves WebSocket `/ingest` (publishers) and `/captions` (viewers), and plain HTTP
-(`routes.py`) for the pages, static files, `/healthz`, `/metrics` and `/streams/<id>.srt|.vtt`.
-Audio is decoded and resampled on the event loop (cheap) and handed to one `LiveStream` per
-publisher session; captions come back from the worker thread through `call_soon_threadsafe`, are
-numbered into the stream's `CaptionLog` (`hub.py`), recorded, and fanned out to viewers.
+One port serves WebSocket `/ingest` (publishers, `ingest.py`) and `/captions` (viewers), and
+plain HTTP (`routes.py`) for the pages, static files, `/healthz`, `/metrics` and
+`/streams/<id>.srt|.vtt`. Audio is decoded and resampled on the event loop (cheap) and handed
+to one `LiveStream` per publisher session; captions come back from the worker thread through
+`call_soon_threadsafe`, are numbered into the stream's `CaptionLog` (`hub.py`), recorded
+(`record.py`), and fanned out to viewers.
+
+Before any of that, every request passes `access.py` (Host against DNS rebinding, Origin
+against cross-site hijacking, the metrics rule) and a cap on open connections counted from the
+TCP accept, so neither a hostile page nor a connection flood reaches the streams.
+
+Shutdown (`close`) is graceful: stop accepting, finalise every publisher's open utterance, let
+viewers receive those finals, then close viewers with 1001.
 
 Unknown streams: by default a viewer of a stream that has no publisher yet stays connected and
 waits (an OBS overlay is usually opened before the stream starts, and a viewer whose publisher
@@ -15,62 +23,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import ssl
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from streamcap.audio.resample import StreamResampler
-from streamcap.captions import Caption, CaptionWriter, JsonlWriter, render_srt, render_vtt
+from streamcap.captions import Caption, render_srt, render_vtt
 
-from . import routes
-from .config import LiveStreamLike, ServerConfig, StreamFactory, live_stream_factory
+from . import access, routes
+from .config import ServerConfig, StreamFactory, live_stream_factory
 from .hub import Hub, StreamEntry, Viewer
+from .ingest import IngestSession
 from .metrics import CONTENT_TYPE, ServerMetrics, worker_snapshot
 from .protocol import (
-    STREAM_ID_RE,
     CloseCode,
-    IngestState,
     ProtocolError,
-    StartMessage,
     check_token,
     error_message,
     extract_token,
     parse_ws_path,
-    ready_message,
+    resume_cursor,
 )
+from .ratelog import RateLimitedLog
+from .record import Recorder
 
 __all__ = ["CaptionServer", "ServerConfig", "StreamFactory", "live_stream_factory"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("streamcap.server")
 
-
-class _AppendingJsonl(JsonlWriter):
-    """JSONL of finals appended to (a path given to `JsonlWriter` would be truncated)."""
-
-    def __init__(self, path: Path) -> None:
-        self._owned: TextIO = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
-        super().__init__(self._owned)
-
-    def close(self) -> None:
-        super().close()
-        self._owned.close()
-
-
-def _label(err: ProtocolError, default: str) -> str:
-    if err.code == CloseCode.MESSAGE_TOO_BIG:
-        return "too_big"
-    if err.code == CloseCode.UNSUPPORTED_DATA:
-        return "bad_data"
-    return default
+#: How often "out of file descriptors" is logged at most (asyncio retries accept every second).
+FD_LOG_INTERVAL_S = 60.0
 
 
 class CaptionServer:
@@ -84,15 +74,28 @@ class CaptionServer:
     ) -> None:
         self.config = config
         self.worker = worker
-        self._factory = stream_factory or live_stream_factory(
+        self.stream_factory = stream_factory or live_stream_factory(
             worker, default_language=config.default_language
         )
-        self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals)
+        self.recorder = Recorder(config.record_dir) if config.record_dir is not None else None
+        restore = None
+        if self.recorder is not None:
+            recorder = self.recorder
+
+            def restore(stream: str) -> Any:
+                return recorder.load(stream, max_finals=config.max_finals)
+
+        self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
         self.metrics = ServerMetrics(self.hub.snapshot, lambda: worker_snapshot(self.worker))
         self.web_dir = config.web_dir or routes.default_web_dir()
-        self._writers: dict[str, CaptionWriter] = {}
+        self.rlog = RateLimitedLog(log)
+        self._fd_log = RateLimitedLog(log, interval_s=FD_LOG_INTERVAL_S, burst=1)
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._publishers: dict[str, IngestSession] = {}
+        self._viewer_done: set[asyncio.Event] = set()
+        self._closing = False
+        self.open_connections = 0
         self.started_at = time.time()
 
     # ------------------------------------------------------------------ lifecycle
@@ -102,6 +105,7 @@ class CaptionServer:
         if cfg.record_dir is not None:
             cfg.record_dir.mkdir(parents=True, exist_ok=True)
         self._loop = asyncio.get_running_loop()
+        self._loop.set_exception_handler(self._loop_exception)
         self._server = await serve(
             self._handler,
             cfg.host,
@@ -112,6 +116,7 @@ class CaptionServer:
             compression=None,  # PCM does not compress; deflate would only cost CPU
             ping_interval=cfg.ping_interval_s,
             server_header="streamcap",
+            create_connection=_counted_connection(self),
         )
 
     def _ssl_context(self) -> ssl.SSLContext | None:
@@ -121,6 +126,22 @@ class CaptionServer:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
         return ctx
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Out of file descriptors, asyncio logs a traceback per accept retry (every second):
+        say it once a minute instead, with what to do."""
+        exc = context.get("exception")
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            self.metrics.refuse("connections")
+            self._fd_log.error(
+                "fd",
+                "out of file descriptors (%s): new connections wait; raise the limit "
+                "(ulimit -n) or lower --max-connections (now %d)",
+                errno.errorcode.get(exc.errno, exc.errno),
+                self.config.connection_limit,
+            )
+            return
+        loop.default_exception_handler(context)
 
     @property
     def port(self) -> int:
@@ -146,50 +167,73 @@ class CaptionServer:
         await self._server.serve_forever()
 
     async def close(self) -> None:
-        """Stop accepting; publishers' open utterances are finalised before their handlers end."""
-        if self._server is not None:
-            self._server.close(close_connections=True)
-            await self._server.wait_closed()
-        for w in self._writers.values():
-            w.close()
-        self._writers.clear()
+        """Graceful shutdown: stop accepting, finalise every open utterance, deliver the finals
+        to connected viewers, then close everything (1001)."""
+        if self._server is None or self._closing:
+            return
+        self._closing = True
+        self._server.server.close()  # stop listening; open connections stay
+        cfg = self.config
+        sessions = list(self._publishers.values())
+        for s in sessions:
+            s.request_stop(CloseCode.GOING_AWAY, "server shutting down")
+        if sessions:
+            await _wait_events([s.done for s in sessions], cfg.finish_timeout_s + 5)
+        for _entry, viewer in self.hub.live_viewers():
+            viewer.closing = True
+            viewer.wake.set()
+        if self._viewer_done:
+            await _wait_events(list(self._viewer_done), cfg.shutdown_flush_s)
+        self._server.close(close_connections=True)
+        await self._server.wait_closed()
+        if self.recorder is not None:
+            self.recorder.close([e.log for e in self.hub.entries()])
 
     # ------------------------------------------------------------------ HTTP
 
-    def _origin_ok(self, request: Request) -> bool:
-        origins = request.headers.get_all("Origin")
-        if not origins:
-            return True  # not a browser: the token is the guard
-        if len(origins) > 1:
-            return False
-        origin = origins[0]
-        allowed = self.config.allowed_origins
-        if "*" in allowed or origin in allowed:
-            return True
-        parts = urlsplit(origin)
-        hosts = request.headers.get_all("Host")
-        return (
-            parts.scheme in ("http", "https")
-            and len(hosts) == 1
-            and parts.netloc.lower() == hosts[0].strip().lower()
-        )
-
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        try:
+            return self._screen_request(connection, request)
+        except Exception:  # a bug must cost one request, not a traceback per request
+            self.rlog.error("http_error", "request %.80r failed", request.path, exc_info=True)
+            resp = routes.text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal server error")
+            self.metrics.http_requests.labels(str(resp.status_code)).inc()
+            return resp
+
+    def _screen_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        cfg = self.config
         path = urlsplit(request.path).path
         upgrade = request.headers.get_all("Upgrade")
-        if any(u.lower() == "websocket" for u in upgrade):
+        websocket = any(u.lower() == "websocket" for u in upgrade)
+        hosts = request.headers.get_all("Host")
+        if len(hosts) > 1 or not access.host_allowed(
+            hosts[0] if hosts else None, cfg.host, cfg.allowed_hosts
+        ):
+            self.refused("host", f"Host {hosts[0][:60]!r} is not this server's" if hosts else "")
+            resp = routes.text(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                "this server does not answer to that host name (see --allow-host)",
+            )
+            if not websocket:
+                self.metrics.http_requests.labels(str(resp.status_code)).inc()
+            return resp
+        if websocket:
             if path.rstrip("/") not in ("/ingest", "/captions"):
-                self.metrics.refuse("bad_path")
+                self.refused("bad_path")
                 return routes.text(HTTPStatus.NOT_FOUND, "WebSocket paths: /ingest, /captions")
-            if not self._origin_ok(request):
-                self.metrics.refuse("origin")
+            if not access.origin_allowed(
+                request.headers.get_all("Origin"), hosts, cfg.allowed_origins
+            ):
+                self.refused("origin")
                 return routes.text(HTTPStatus.FORBIDDEN, "origin not allowed")
+            if self._closing:
+                return routes.text(HTTPStatus.SERVICE_UNAVAILABLE, "server shutting down")
             return None
-        resp = self._http(path, request)
+        resp = self._http(path, request, connection)
         self.metrics.http_requests.labels(str(resp.status_code)).inc()
         return resp
 
-    def _http(self, path: str, request: Request) -> Response:
+    def _http(self, path: str, request: Request, connection: ServerConnection) -> Response:
         if path in routes.PAGES:
             return routes.static_file(self.web_dir, routes.PAGES[path])
         if path.startswith("/static/"):
@@ -197,13 +241,28 @@ class CaptionServer:
         if path == "/healthz":
             return routes.text(HTTPStatus.OK, "ok")
         if path == "/metrics":
-            return routes.response(HTTPStatus.OK, self.metrics.render(), CONTENT_TYPE)
+            return self._metrics(request, connection)
         if path.rstrip("/") in ("/ingest", "/captions"):
             return routes.text(HTTPStatus.UPGRADE_REQUIRED, "this path needs a WebSocket")
         m = routes.SUBTITLE_RE.fullmatch(path)
         if m:
             return self._subtitles(m.group(1), m.group(2), request)
         return routes.text(HTTPStatus.NOT_FOUND, "not found")
+
+    def _metrics(self, request: Request, connection: ServerConnection) -> Response:
+        cfg = self.config
+        params = dict(parse_qsl(urlsplit(request.path).query))
+        token = extract_token(params, request.headers.get)
+        has_token = cfg.metrics_token is not None
+        peer = connection.remote_address[0] if connection.remote_address else None
+        if not access.metrics_allowed(
+            has_token and check_token(cfg.metrics_token, token), has_token, cfg.host, peer
+        ):
+            self.refused("auth", "metrics")
+            if has_token:
+                return routes.text(HTTPStatus.UNAUTHORIZED, "missing or wrong metrics token")
+            return routes.text(HTTPStatus.FORBIDDEN, "metrics: loopback only (see --metrics-token)")
+        return routes.response(HTTPStatus.OK, self.metrics.render(), CONTENT_TYPE)
 
     def _subtitles(self, stream: str, kind: str, request: Request) -> Response:
         params = dict(parse_qsl(urlsplit(request.path).query))
@@ -218,8 +277,18 @@ class CaptionServer:
 
     # ------------------------------------------------------------------ WebSocket
 
-    async def _refuse(self, ws: ServerConnection, err: ProtocolError, label: str) -> None:
+    def refused(self, label: str, detail: str = "", stream: str | None = None) -> None:
+        """Count a refusal and log it (rate-limited per reason; never a token)."""
         self.metrics.refuse(label)
+        where = f" stream {stream}" if stream else ""
+        more = f" ({detail})" if detail else ""
+        self.rlog.info(f"refused:{label}", "refused%s: %s%s", where, label, more)
+
+    async def refuse(
+        self, ws: ServerConnection, err: ProtocolError, label: str, stream: str | None = None
+    ) -> None:
+        route = urlsplit(ws.request.path).path if ws.request is not None else "?"
+        self.refused(label, f"{route} {err.code}: {err.reason[:100]}", stream)
         try:
             await ws.send(error_message(err.code, err.reason))
             await ws.close(err.code, err.close_reason)
@@ -231,7 +300,7 @@ class CaptionServer:
         try:
             route, params = parse_ws_path(ws.request.path)
         except ProtocolError as e:
-            await self._refuse(ws, e, "bad_path")
+            await self.refuse(ws, e, "bad_path")
             return
         self.metrics.connections.labels(route).inc()
         token = extract_token(params, ws.request.headers.get)
@@ -239,98 +308,57 @@ class CaptionServer:
         if not check_token(expected, token):
             what = "publish" if route == "ingest" else "view"
             msg = f"missing {what} token" if token is None else f"wrong {what} token"
-            await self._refuse(ws, ProtocolError(CloseCode.POLICY_VIOLATION, msg), "auth")
+            await self.refuse(ws, ProtocolError(CloseCode.POLICY_VIOLATION, msg), "auth")
             return
         if route == "ingest":
             await self._ingest(ws, params["stream"])
         else:
-            await self._captions(ws, params["stream"], int(params["since"]))
+            await self._captions(ws, params["stream"], int(params["since"]), params.get("epoch"))
 
     # ---- ingest
 
     async def _ingest(self, ws: ServerConnection, stream: str) -> None:
         cfg = self.config
-        existing = self.hub.get(stream)
-        if existing is not None and existing.publishing:
-            err = ProtocolError(
-                CloseCode.POLICY_VIOLATION, f"stream {stream!r} already has a publisher"
-            )
-            await self._refuse(ws, err, "busy")
+        # A stream has one publisher. The same publisher coming back (a dropped connection
+        # still finalising, or — with a publish token — one that is still open) takes over
+        # once the old session's audio is finalised; anyone else is refused.
+        while (old := self._publishers.get(stream)) is not None:
+            if old.connected and cfg.publish_token is None:
+                err = ProtocolError(
+                    CloseCode.POLICY_VIOLATION, f"stream {stream!r} already has a publisher"
+                )
+                await self.refuse(ws, err, "busy", stream)
+                return
+            if old.connected:
+                self.rlog.info("takeover", "stream %s: a new connection takes over", stream)
+                old.request_stop(CloseCode.GOING_AWAY, "replaced by a new connection")
+            try:
+                await asyncio.wait_for(old.done.wait(), cfg.finish_timeout_s + 5)
+            except asyncio.TimeoutError:
+                err = ProtocolError(
+                    CloseCode.POLICY_VIOLATION, f"stream {stream!r} is still finishing"
+                )
+                await self.refuse(ws, err, "busy", stream)
+                return
+        if self._closing:
+            err = ProtocolError(CloseCode.GOING_AWAY, "server shutting down")
+            await self.refuse(ws, err, "shutdown", stream)
             return
-        if self.hub.publishing >= cfg.max_streams:
+        if len(self._publishers) >= cfg.max_streams:
             err = ProtocolError(
                 CloseCode.POLICY_VIOLATION, f"server is at its limit of {cfg.max_streams} streams"
             )
-            await self._refuse(ws, err, "limit")
+            await self.refuse(ws, err, "limit", stream)
             return
-        entry = self.hub.entry(stream)
-        entry.begin_session()
-        state = IngestState(max_frame_bytes=cfg.max_frame_bytes, burst_s=cfg.burst_s)
-        live: LiveStreamLike | None = None
-        resampler: StreamResampler | None = None
-        stopped = False
+        session = IngestSession(self, ws, stream)
+        self._publishers[stream] = session
         try:
-            while True:
-                try:
-                    msg = await asyncio.wait_for(ws.recv(), cfg.idle_timeout_s)
-                except asyncio.TimeoutError:
-                    err = ProtocolError(
-                        CloseCode.POLICY_VIOLATION, f"nothing received for {cfg.idle_timeout_s:g} s"
-                    )
-                    await self._refuse(ws, err, "idle")
-                    return
-                except ConnectionClosed:
-                    return  # gone (abrupt or not): `finally` still finalises the utterance
-                if isinstance(msg, str):
-                    m = state.receive_text(msg)
-                    if isinstance(m, StartMessage):
-                        live = self._factory(stream, m, self._caption_callback(entry))
-                        resampler = StreamResampler(m.sample_rate)
-                        await ws.send(ready_message(stream, m.sample_rate))
-                        continue
-                    stopped = True  # `finally` finalises, then closes normally
-                    return
-                now = time.monotonic()
-                samples = state.receive_bytes(msg, now)
-                assert live is not None and resampler is not None and state.start is not None
-                self.metrics.audio_seconds.inc(len(samples) / state.start.sample_rate)
-                out = resampler.process(samples)
-                if out.size:
-                    live.feed(out)
-        except ProtocolError as e:
-            await self._refuse(ws, e, _label(e, "flood"))
-        except Exception:
-            log.exception("ingest %s failed", stream)
-            err = ProtocolError(CloseCode.INTERNAL_ERROR, "internal server error")
-            await self._refuse(ws, err, "internal")
+            await session.run()
         finally:
-            await self._finish(live, resampler)
-            entry.end_session(state.audio_seconds)
-            writer = self._writers.pop(stream, None)
-            if writer is not None:
-                writer.close()
-            self.hub.release(entry)
-            if stopped:  # every final of the stream is out: the client may rely on that
-                with contextlib.suppress(ConnectionClosed):
-                    await ws.close(CloseCode.NORMAL_CLOSURE, "stopped")
+            if self._publishers.get(stream) is session:
+                del self._publishers[stream]
 
-    async def _finish(self, live: LiveStreamLike | None, resampler: StreamResampler | None) -> None:
-        """Flush the resampler, finalise the open utterance, wait until its final is out."""
-        if live is None:
-            return
-        try:
-            if resampler is not None:
-                tail = resampler.flush()
-                if tail.size:
-                    live.feed(tail)
-            live.finish()
-            await asyncio.to_thread(live.wait_idle, self.config.finish_timeout_s)
-        except Exception:
-            log.exception("finishing a stream failed")
-        # Captions the worker posted before it went idle are queued ahead of us: let them run.
-        await asyncio.sleep(0)
-
-    def _caption_callback(self, entry: StreamEntry) -> Callable[[Caption], None]:
+    def caption_callback(self, entry: StreamEntry) -> Callable[[Caption], None]:
         loop = self._loop
         assert loop is not None
 
@@ -342,53 +370,56 @@ class CaptionServer:
 
     def _deliver(self, entry: StreamEntry, cap: Caption) -> None:
         out = entry.add(cap)
+        if self.recorder is not None:
+            self.recorder.before_send(entry.log)
+            if out.type == "final":
+                self.recorder.write(out)
         self.metrics.captions.labels(out.type).inc()
         if out.type == "final":
             self.metrics.final_latency.observe(max(0.0, out.latency_ms) / 1000.0)
-            self._record(out)
 
-    def _record(self, cap: Caption) -> None:
-        rec = self.config.record_dir
-        if rec is None or not STREAM_ID_RE.fullmatch(cap.stream):
-            return
-        writer = self._writers.get(cap.stream)
-        try:
-            if writer is None:
-                writer = self._writers[cap.stream] = _AppendingJsonl(rec / f"{cap.stream}.jsonl")
-            writer.write(cap)
-        except OSError:
-            log.exception("recording %s failed", cap.stream)
+    def recorder_close(self, stream: str) -> None:
+        if self.recorder is not None:
+            self.recorder.close_stream(stream)
 
     # ---- captions
 
-    async def _captions(self, ws: ServerConnection, stream: str, since: int) -> None:
+    async def _captions(
+        self, ws: ServerConnection, stream: str, since: int, epoch: str | None
+    ) -> None:
         cfg = self.config
         entry = self.hub.get(stream)
         if cfg.unknown_stream == "reject" and (entry is None or not entry.started):
             err = ProtocolError(CloseCode.POLICY_VIOLATION, f"unknown stream {stream!r}")
-            await self._refuse(ws, err, "unknown_stream")
+            await self.refuse(ws, err, "unknown_stream", stream)
             return
         if self.hub.viewers >= cfg.max_viewers:
             err = ProtocolError(
                 CloseCode.POLICY_VIOLATION, f"server is at its limit of {cfg.max_viewers} viewers"
             )
-            await self._refuse(ws, err, "limit")
+            await self.refuse(ws, err, "limit", stream)
             return
         entry = self.hub.entry(stream)
-        # A `since` beyond the log is from before a server restart: replay all we have.
-        viewer = Viewer(min(since, entry.log.last_seq))
+        viewer = Viewer(resume_cursor(since, epoch, entry.log.epoch, entry.log.last_seq))
         entry.viewers.add(viewer)
         viewer.wake.set()
+        done = asyncio.Event()
+        self._viewer_done.add(done)
         sender = asyncio.create_task(self._send_loop(ws, entry, viewer))
         reader = asyncio.create_task(self._drain(ws))
         try:
             await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
+            if sender.done() and not sender.cancelled() and sender.result() == "closing":
+                with contextlib.suppress(ConnectionClosed):
+                    await ws.close(CloseCode.GOING_AWAY, "server shutting down")
         finally:
             for t in (sender, reader):
                 t.cancel()
             await asyncio.gather(sender, reader, return_exceptions=True)
             entry.viewers.discard(viewer)
             self.hub.release(entry)
+            self._viewer_done.discard(done)
+            done.set()
 
     async def _drain(self, ws: ServerConnection) -> None:
         """Viewers have nothing to say; read (and ignore) until the connection closes."""
@@ -398,7 +429,8 @@ class CaptionServer:
         except ConnectionClosed:
             pass
 
-    async def _send_loop(self, ws: ServerConnection, entry: StreamEntry, viewer: Viewer) -> None:
+    async def _send_loop(self, ws: ServerConnection, entry: StreamEntry, viewer: Viewer) -> str:
+        """Send the log from the viewer's cursor on, whenever woken; at shutdown, what is left."""
         timeout = self.config.viewer_send_timeout_s
         while True:
             await viewer.wake.wait()
@@ -409,9 +441,46 @@ class CaptionServer:
                 except asyncio.TimeoutError:
                     reason = f"viewer too slow; reconnect with since={viewer.cursor}"
                     err = ProtocolError(CloseCode.POLICY_VIOLATION, reason)
-                    await self._refuse(ws, err, "slow_viewer")
-                    return
+                    await self.refuse(ws, err, "slow_viewer", entry.stream)
+                    return "slow"
                 except ConnectionClosed:
-                    return
+                    return "gone"
                 viewer.cursor = cap.seq
                 self.metrics.events_sent.inc()
+            if viewer.closing:
+                return "closing"
+
+
+async def _wait_events(events: list[asyncio.Event], timeout: float) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
+def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
+    """A `ServerConnection` counted from the TCP accept on: past `connection_limit` open
+    connections a new one is dropped before its handshake (a pile of idle sockets can hold
+    neither stream slots nor file descriptors)."""
+
+    class CountedConnection(ServerConnection):
+        _counted = False
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            if server.open_connections >= server.config.connection_limit:
+                server.refused("connections", f"{server.open_connections} open")
+                transport.abort()
+                return
+            server.open_connections += 1
+            self._counted = True
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._counted:
+                self._counted = False
+                server.open_connections -= 1
+            super().connection_lost(exc)
+
+    return CountedConnection

@@ -6,14 +6,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ipaddress
+import logging
 import os
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
+from .access import is_loopback
 from .app import CaptionServer, ServerConfig
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
@@ -51,6 +53,21 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="browser origin allowed besides the server's own, e.g. https://obs.example; "
         "'*' allows any (repeatable)",
     )
+    g.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="host name this server answers to besides IP addresses, localhost and the --host "
+        "name, e.g. captions.example or .example.com for a whole domain (repeatable; guards "
+        "against DNS rebinding)",
+    )
+    g.add_argument(
+        "--metrics-token",
+        default=os.environ.get("STREAMCAP_METRICS_TOKEN"),
+        help="token needed for /metrics (default: $STREAMCAP_METRICS_TOKEN; none = open when "
+        "bound to localhost, loopback clients only otherwise)",
+    )
     g = p.add_argument_group("limits")
     d = ServerConfig()
     g.add_argument("--max-streams", type=int, default=d.max_streams, help="publishers at once")
@@ -64,6 +81,30 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         default=d.idle_timeout_s,
         metavar="S",
         help="close a publisher silent on the wire this long",
+    )
+    g.add_argument(
+        "--start-timeout",
+        type=float,
+        default=d.start_timeout_s,
+        metavar="S",
+        help=f"close a publisher that sends no start message within S seconds "
+        f"(default: {d.start_timeout_s:g})",
+    )
+    g.add_argument(
+        "--max-frame-rate",
+        type=float,
+        default=d.max_frame_rate,
+        metavar="N",
+        help=f"messages per second a publisher may send on average, empty ones included "
+        f"(default: {d.max_frame_rate:g}; 0 = no limit)",
+    )
+    g.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open connections at once, counted before any handshake "
+        "(default: max streams + max viewers + 64)",
     )
     g.add_argument(
         "--burst",
@@ -110,17 +151,23 @@ def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConf
             default_language=getattr(args, "language", None),
         )
     burst = args.burst if args.burst and args.burst > 0 else None
+    frame_rate = args.max_frame_rate if args.max_frame_rate and args.max_frame_rate > 0 else None
     return ServerConfig(
         host=args.host,
         port=args.port,
         publish_token=args.publish_token or None,
         view_token=args.view_token or None,
+        metrics_token=args.metrics_token or None,
         allowed_origins=tuple(args.allow_origin),
+        allowed_hosts=tuple(args.allow_host),
         max_streams=args.max_streams,
         max_viewers=args.max_viewers,
+        max_connections=args.max_connections,
         max_frame_bytes=args.max_frame_bytes,
         idle_timeout_s=args.idle_timeout,
+        start_timeout_s=args.start_timeout,
         burst_s=burst,
+        max_frame_rate=frame_rate,
         unknown_stream=args.unknown_stream,
         retain_streams=args.retain_streams,
         record_dir=args.record,
@@ -129,15 +176,6 @@ def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConf
         web_dir=args.web_dir,
         default_language=getattr(args, "language", None),
     )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _start_worker(args: argparse.Namespace) -> Any:
@@ -162,6 +200,37 @@ def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig)
     return live_stream_factory(worker, base, config.default_language)
 
 
+def _server_logging() -> None:
+    """The server's own INFO lines (stream start/stop, refusals; rate-limited) on stderr."""
+    logger = logging.getLogger("streamcap.server")
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+
+
+def startup_lines(server: CaptionServer) -> list[str]:
+    """What `serve` prints once listening: every URL a person needs, tokens included where
+    the URL is useless without them (the operator set them; they never go to the log)."""
+    cfg = server.config
+
+    def q(**params: str | None) -> str:
+        return urlencode({k: v for k, v in params.items() if v})
+
+    view, pub = cfg.view_token, cfg.publish_token
+    mic = server.url("/") + (f"?{q(token=pub, view_token=view)}" if pub or view else "")
+    lines = [
+        f"streamcap serving on {server.url('/')}",
+        f"  mic page   {mic}",
+        f"  overlay    {server.url('/overlay')}?{q(stream='ID', token=view)}",
+        f"  ingest     {server.url('/ingest', websocket=True)}?{q(stream='ID')}"
+        + ("  (publish token required)" if pub else ""),
+        f"  captions   {server.url('/captions', websocket=True)}?{q(stream='ID', since='0')}"
+        + ("  (view token required)" if view else ""),
+        f"  metrics    {server.url('/metrics')}"
+        + ("  (metrics token required)" if cfg.metrics_token else ""),
+    ]
+    return lines
+
+
 async def _run_until_signal(server: CaptionServer) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -178,7 +247,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     config = server_config(args)
     err = Console(stderr=True)
-    if not _is_loopback(config.host):
+    if not is_loopback(config.host):
         if config.publish_token is None:
             err.print(
                 "[yellow]warning:[/] listening beyond this machine with no --publish-token: "
@@ -189,18 +258,15 @@ def run_serve(args: argparse.Namespace) -> int:
                 "[yellow]note:[/] browsers only allow the microphone on https or localhost: "
                 "add --tls-cert/--tls-key for the mic page from other machines"
             )
+    _server_logging()
     err.print("loading model...")
     worker = _start_worker(args)
 
     async def main() -> None:
         server = CaptionServer(config, worker, _stream_factory(args, worker, config))
         await server.start()
-        err.print(f"[bold]streamcap serving[/] on {server.url('/')}")
-        err.print(f"  mic page   {server.url('/')}")
-        err.print(f"  overlay    {server.url('/overlay')}?stream=ID")
-        err.print(f"  ingest     {server.url('/ingest', websocket=True)}?stream=ID")
-        err.print(f"  captions   {server.url('/captions', websocket=True)}?stream=ID&since=0")
-        err.print(f"  metrics    {server.url('/metrics')}")
+        for line in startup_lines(server):
+            err.print(line, highlight=False, markup=False, soft_wrap=True)
         await _run_until_signal(server)
 
     try:

@@ -12,7 +12,9 @@ from streamcap.captions import Caption
 
 from .protocol import (
     DEFAULT_BURST_S,
+    DEFAULT_FRAME_BURST,
     DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_MAX_FRAME_RATE,
     CloseCode,
     ProtocolError,
     StartMessage,
@@ -29,13 +31,26 @@ class ServerConfig:
     view_token: str | None = None
     #: Origins allowed besides the server's own (same host:port); "*" allows any.
     allowed_origins: tuple[str, ...] = ()
+    #: Host names served besides IP literals, localhost names and the bound name (DNS
+    #: rebinding guard, `access.host_allowed`); ".example.com" for a domain, "*" for any.
+    allowed_hosts: tuple[str, ...] = ()
+    #: Token for `/metrics` (None: open on a loopback-bound server, else loopback clients only).
+    metrics_token: str | None = None
     max_streams: int = 8
     max_viewers: int = 256
+    #: Open TCP connections at once, counted before any handshake (None: streams + viewers + 64).
+    max_connections: int | None = None
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     #: A publisher that sends nothing for this long is closed (1008).
     idle_timeout_s: float = 30.0
+    #: A publisher must send its `start` message within this time (1008), so sockets that never
+    #: start cannot hold the stream slots.
+    start_timeout_s: float = 5.0
     #: Audio a publisher may be ahead of real time (None: no flood guard).
     burst_s: float | None = DEFAULT_BURST_S
+    #: Messages per second a publisher may send on average, empty ones included (None: no limit).
+    max_frame_rate: float | None = DEFAULT_MAX_FRAME_RATE
+    frame_burst: int = DEFAULT_FRAME_BURST
     unknown_stream: Literal["wait", "reject"] = "wait"
     #: Ended streams kept for `since` replay and SRT/VTT (oldest dropped first).
     retain_streams: int = 64
@@ -44,6 +59,8 @@ class ServerConfig:
     viewer_send_timeout_s: float = 10.0
     #: How long to wait for the last final after a publisher stops or drops.
     finish_timeout_s: float = 60.0
+    #: At shutdown, how long viewers get to receive the last finals before they are closed.
+    shutdown_flush_s: float = 10.0
     record_dir: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -62,10 +79,22 @@ class ServerConfig:
         for name in ("max_streams", "max_viewers", "max_frame_bytes", "retain_streams"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.max_connections is not None and self.max_connections < 2:
+            raise ValueError("max_connections must be at least 2")
+        if self.max_frame_rate is not None and self.max_frame_rate <= 0:
+            raise ValueError("max_frame_rate must be positive")
+        if self.start_timeout_s <= 0:
+            raise ValueError("start_timeout_s must be positive")
 
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
+
+    @property
+    def connection_limit(self) -> int:
+        if self.max_connections is not None:
+            return self.max_connections
+        return self.max_streams + self.max_viewers + 64
 
 
 class LiveStreamLike(Protocol):

@@ -8,7 +8,9 @@ memory while it lags (it skips partials that newer ones replaced, never a final)
 is closed by the send timeout; it can reconnect with `since=` and miss nothing.
 
 Ended streams are kept for replay and SRT/VTT, the oldest dropped beyond `retain` so a server
-running for weeks does not grow.
+running for weeks does not grow. With a `restore` function (`--record DIR`), a stream that is
+not in memory is read back from its recording when first asked for, so its log, seq, segment
+numbers and times continue across server restarts and trimming.
 """
 
 from __future__ import annotations
@@ -16,19 +18,24 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from streamcap.captions import Caption, CaptionLog
+
+from .record import Restored, new_epoch
 
 
 class Viewer:
     """One /captions connection: where it is in the log, and a wake-up flag."""
 
-    __slots__ = ("cursor", "wake")
+    __slots__ = ("closing", "cursor", "wake")
 
     def __init__(self, since: int) -> None:
         self.cursor = since
         self.wake = asyncio.Event()
+        #: Set at shutdown: send what is left, then close.
+        self.closing = False
 
 
 @dataclass
@@ -48,11 +55,24 @@ class StreamEntry:
     audio_s: float = 0.0
     created: float = field(default_factory=time.time)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Read back from `--record DIR` (it had a publisher in an earlier run).
+    restored: bool = False
 
     @property
     def started(self) -> bool:
-        """A publisher has sent `start` at least once (waiting viewers alone do not count)."""
-        return self.sessions > 0
+        """A publisher has sent `start` at least once, in this run or a recorded one (waiting
+        viewers alone do not count)."""
+        return self.sessions > 0 or self.restored
+
+    @classmethod
+    def from_recording(cls, stream: str, rec: Restored) -> StreamEntry:
+        return cls(
+            stream,
+            rec.log,
+            next_segment=rec.next_segment,
+            audio_s=rec.audio_s,
+            restored=True,
+        )
 
     def begin_session(self) -> None:
         self.publishing = True
@@ -87,22 +107,37 @@ class StreamEntry:
 class Hub:
     """Stream registry with limits; see the module docstring."""
 
-    def __init__(self, *, retain: int = 64, max_finals: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        retain: int = 64,
+        max_finals: int = 10_000,
+        restore: Callable[[str], Restored | None] | None = None,
+    ) -> None:
         self.retain = retain
         self.max_finals = max_finals
+        self._restore = restore
         self._streams: OrderedDict[str, StreamEntry] = OrderedDict()
 
     def __contains__(self, stream: str) -> bool:
         return stream in self._streams
 
     def get(self, stream: str) -> StreamEntry | None:
-        return self._streams.get(stream)
+        """The stream's entry if it is in memory or recorded (then read back), else None."""
+        e = self._streams.get(stream)
+        if e is None and self._restore is not None:
+            rec = self._restore(stream)
+            if rec is not None:
+                e = self._streams[stream] = StreamEntry.from_recording(stream, rec)
+                self._trim(keep=stream)
+        return e
 
     def entry(self, stream: str) -> StreamEntry:
         """The stream's entry, created (and older ended ones dropped) if needed."""
-        e = self._streams.get(stream)
+        e = self.get(stream)
         if e is None:
-            e = StreamEntry(stream, CaptionLog(stream, max_finals=self.max_finals))
+            log = CaptionLog(stream, max_finals=self.max_finals, epoch=new_epoch())
+            e = StreamEntry(stream, log)
             self._streams[stream] = e
         self._streams.move_to_end(stream)
         self._trim(keep=stream)
@@ -139,3 +174,6 @@ class Hub:
 
     def entries(self) -> list[StreamEntry]:
         return list(self._streams.values())
+
+    def live_viewers(self) -> list[tuple[StreamEntry, Viewer]]:
+        return [(e, v) for e in self._streams.values() for v in e.viewers]

@@ -29,8 +29,16 @@ MAX_SAMPLE_RATE = 48000
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
 #: Audio a client may be ahead of real time (network catch-up) before it counts as a flood.
 DEFAULT_BURST_S = 5.0
+#: Messages per second a publisher may send on average (real clients: 4-50 frames of 20-250 ms);
+#: empty frames count too, so a client cannot burn a core with a million of them.
+DEFAULT_MAX_FRAME_RATE = 100.0
+#: Messages a publisher may send in a burst above that rate (network catch-up).
+DEFAULT_FRAME_BURST = 200
 
-STREAM_ID_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: Stream ids: they name files in `--record DIR`, so no leading "." (hidden files, "..").
+STREAM_ID_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
+#: Identity of one caption log (see `resume_cursor`).
+EPOCH_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _LANGUAGE_RE = re.compile(r"[A-Za-z][A-Za-z_-]{1,31}")
 _SINCE_RE = re.compile(r"[0-9]{1,18}")
 _START_FIELDS = frozenset({"type", "sample_rate", "format", "channels", "language", "task"})
@@ -92,6 +100,8 @@ def _load_object(text: str, what: str) -> dict[str, Any]:
         raise _bad(f"{what} is not valid JSON ({e.msg} at position {e.pos})") from None
     except RecursionError:  # absurdly nested input
         raise _bad(f"{what} is nested too deeply") from None
+    except ValueError as e:  # e.g. an integer beyond Python's int-digit limit
+        raise _bad(f"{what} holds a value that cannot be read ({str(e)[:60]})") from None
     if not isinstance(obj, dict):
         raise _bad(f"{what} must be a JSON object, got {type(obj).__name__}")
     return obj
@@ -200,13 +210,39 @@ class IngestState:
         *,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         burst_s: float | None = DEFAULT_BURST_S,
+        max_frame_rate: float | None = DEFAULT_MAX_FRAME_RATE,
+        frame_burst: int = DEFAULT_FRAME_BURST,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.burst_s = burst_s
+        self.max_frame_rate = max_frame_rate
+        self.frame_burst = frame_burst
         self.phase = IngestPhase.AWAITING_START
         self.start: StartMessage | None = None
         self.samples_received = 0
+        self.messages = 0
         self._t0: float | None = None
+        # Token bucket of messages: `frame_burst` deep, refilled at `max_frame_rate` per second.
+        self._tokens = float(frame_burst)
+        self._t_tokens: float | None = None
+
+    def _count_message(self, now: float) -> None:
+        """Every message (text, audio, empty) takes a token; none left is a flood (1008)."""
+        self.messages += 1
+        rate = self.max_frame_rate
+        if rate is None:
+            return
+        if self._t_tokens is not None:
+            self._tokens = min(
+                float(self.frame_burst), self._tokens + max(0.0, now - self._t_tokens) * rate
+            )
+        self._t_tokens = now
+        if self._tokens < 1.0:
+            raise ProtocolError(
+                CloseCode.POLICY_VIOLATION,
+                f"too many messages: limit {rate:g} per second (send 20-250 ms of audio a frame)",
+            )
+        self._tokens -= 1.0
 
     @property
     def audio_seconds(self) -> float:
@@ -215,8 +251,9 @@ class IngestState:
             return 0.0
         return self.samples_received / self.start.sample_rate
 
-    def receive_text(self, text: str) -> StartMessage | StopMessage:
+    def receive_text(self, text: str, now: float = 0.0) -> StartMessage | StopMessage:
         """Returns the start (first message) or the stop; ProtocolError otherwise."""
+        self._count_message(now)
         if self.phase is IngestPhase.AWAITING_START:
             self.start = parse_start(text)
             self.phase = IngestPhase.STREAMING
@@ -229,6 +266,7 @@ class IngestState:
 
     def receive_bytes(self, data: bytes, now: float) -> np.ndarray:
         """Returns the frame's mono float32 samples at `start.sample_rate`."""
+        self._count_message(now)
         if self.phase is IngestPhase.AWAITING_START:
             raise _bad('audio frame received before the start message: send {"type":"start",...}')
         if self.phase is IngestPhase.STOPPED:
@@ -266,8 +304,9 @@ def _single_params(query: str) -> dict[str, str]:
 def parse_ws_path(path: str) -> tuple[Route, dict[str, str]]:
     """Route and validated query parameters of a WebSocket request path.
 
-    `stream` is required and must match `[A-Za-z0-9_.-]{1,64}`; for /captions `since` is
-    always present afterwards ("0" if absent), as a canonical non-negative integer string.
+    `stream` is required: 1-64 characters from `A-Za-z0-9_.-`, not starting with ".". For
+    /captions `since` is always present afterwards ("0" if absent), as a canonical
+    non-negative integer string, and `epoch`, if given, must be an epoch as events carry it.
     Unknown parameters are kept and ignored (cache busters and the like).
     """
     parts = urlsplit(path)
@@ -287,14 +326,34 @@ def parse_ws_path(path: str) -> tuple[Route, dict[str, str]]:
     if not STREAM_ID_RE.fullmatch(stream):
         raise ProtocolError(
             CloseCode.POLICY_VIOLATION,
-            f"invalid stream id {stream[:80]!r}: use 1-64 characters from A-Z a-z 0-9 _ . -",
+            f"invalid stream id {stream[:80]!r}: use 1-64 characters from A-Z a-z 0-9 _ . - "
+            "(not starting with '.')",
         )
     if route == "captions":
         since = params.get("since", "0")
         if not _SINCE_RE.fullmatch(since):
             raise _bad(f"'since' must be a non-negative integer, got {since[:40]!r}")
         params["since"] = str(int(since))
+        epoch = params.get("epoch")
+        if epoch is not None and epoch != "" and not EPOCH_RE.fullmatch(epoch):
+            raise _bad(f"'epoch' must be an epoch as caption events carry it, got {epoch[:40]!r}")
     return route, params
+
+
+def resume_cursor(since: int, epoch: str | None, log_epoch: str, last_seq: int) -> int:
+    """Where a viewer's replay starts: it gets every stored event with a seq above this.
+
+    A `since` counts only in the log it came from. Every log has an epoch (new when the log is
+    created, kept when the server reloads it from `--record DIR`), and every event carries it.
+    A viewer whose `epoch` is another log's, or whose `since` lies beyond this log's last seq
+    (it cannot come from this log), gets the whole current log; without `epoch` a `since` up
+    to the last seq is trusted.
+    """
+    if epoch and epoch != log_epoch:
+        return 0
+    if since > last_seq:
+        return 0
+    return since
 
 
 def extract_token(

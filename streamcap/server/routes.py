@@ -21,8 +21,10 @@ import streamcap
 
 #: HTML pages by path.
 PAGES = {"/": "index.html", "/index.html": "index.html", "/overlay": "overlay.html"}
-SUBTITLE_RE = re.compile(r"/streams/([A-Za-z0-9_.-]{1,64})\.(srt|vtt)")
-_STATIC_RE = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*")
+SUBTITLE_RE = re.compile(r"/streams/([A-Za-z0-9_-][A-Za-z0-9_.-]{0,63})\.(srt|vtt)")
+#: Path components of at most 128 characters, at most 8 deep: a longer name is not one of ours,
+#: and must not reach the file system (ENAMETOOLONG).
+_STATIC_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}(?:/[A-Za-z0-9_.-]{1,128}){0,7}")
 
 # Pages talk to this same server only; an overlay may be framed by anything (OBS, players).
 _CSP = (
@@ -86,14 +88,18 @@ def static_file(web_dir: Path, rel: str) -> Response:
     rel = unquote(rel)
     if not _STATIC_RE.fullmatch(rel) or any(p.startswith(".") for p in rel.split("/")):
         return text(HTTPStatus.NOT_FOUND, "not found")
-    root = web_dir.resolve()
-    path = (root / rel).resolve()
-    if root not in path.parents or not path.is_file():
+    try:
+        root = web_dir.resolve()
+        path = (root / rel).resolve()
+        if root not in path.parents or not path.is_file():
+            return text(HTTPStatus.NOT_FOUND, "not found")
+        data = path.read_bytes()
+    except OSError:  # unreadable, vanished, a name the file system refuses: not ours to serve
         return text(HTTPStatus.NOT_FOUND, "not found")
     suffix = path.suffix.lower()
     ctype = _TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     extra = (("Content-Security-Policy", _CSP),) if suffix == ".html" else ()
-    return response(HTTPStatus.OK, path.read_bytes(), ctype, extra)
+    return response(HTTPStatus.OK, data, ctype, extra)
 
 
 def subtitles(kind: str, render: Callable[[], str], stream: str) -> Response:

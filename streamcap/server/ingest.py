@@ -1,0 +1,221 @@
+"""One publisher connection: from the handshake to the last final of its audio.
+
+A connection *claims* its stream id at once (so a second publisher and `--max-streams` are
+decided before any audio), but the stream exists for viewers, subtitles and recording only
+from a valid `start` message on, which must come within `start_timeout_s`. The receive loop
+runs as a task of its own so that it can be stopped from outside — at shutdown, or when the
+same publisher reconnects and takes the stream over — and whatever way it ends (stop message,
+drop, error, stop from outside), `run` finalises the open utterance and waits until its final is
+in the stream's log before the connection closes and the claim is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+from streamcap.audio.resample import StreamResampler
+
+from .config import LiveStreamLike
+from .hub import StreamEntry
+from .protocol import (
+    CloseCode,
+    IngestPhase,
+    IngestState,
+    ProtocolError,
+    StartMessage,
+    ready_message,
+)
+
+if TYPE_CHECKING:
+    from .app import CaptionServer
+
+log = logging.getLogger("streamcap.server")
+
+
+def _label(err: ProtocolError, default: str) -> str:
+    if err.code == CloseCode.MESSAGE_TOO_BIG:
+        return "too_big"
+    if err.code == CloseCode.UNSUPPORTED_DATA:
+        return "bad_data"
+    return default
+
+
+class IngestSession:
+    """See the module docstring. `request_stop` ends the receive loop; `done` is set at the end."""
+
+    def __init__(self, server: CaptionServer, ws: ServerConnection, stream: str) -> None:
+        self.server = server
+        self.ws = ws
+        self.stream = stream
+        cfg = server.config
+        self.state = IngestState(
+            max_frame_bytes=cfg.max_frame_bytes,
+            burst_s=cfg.burst_s,
+            max_frame_rate=cfg.max_frame_rate,
+            frame_burst=cfg.frame_burst,
+        )
+        self.entry: StreamEntry | None = None
+        self.live: LiveStreamLike | None = None
+        self.resampler: StreamResampler | None = None
+        self.done = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._stop: tuple[int, str] | None = None
+
+    @property
+    def connected(self) -> bool:
+        """The publisher's socket is still open (not closing, not dropped)."""
+        return self.ws.protocol.state is State.OPEN
+
+    def request_stop(self, code: int, reason: str) -> None:
+        """Stop reading; the audio so far is finalised, then the socket closes with `code`."""
+        if self._stop is None:
+            self._stop = (code, reason)
+        self._stopping.set()
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> None:
+        outcome = "stopped_by_server"
+        try:
+            if self._stop is None:
+                outcome = await self._receive()
+        finally:
+            await self._finish()
+            await self._close(outcome)
+            self.done.set()
+
+    async def _recv(self, timeout: float) -> str | bytes | None:
+        """The next message; None once `request_stop` was called. The pending receive is left
+        to the close that follows (cancelling a `wait_for` around `recv` from another task
+        was not reliable here: the stop could wait for the idle timeout)."""
+        if self._stopping.is_set():
+            return None
+        recv = asyncio.ensure_future(self.ws.recv())
+        stop = asyncio.ensure_future(self._stopping.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {recv, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stop.cancel()
+        if recv in done:
+            return recv.result()
+        recv.cancel()
+        if stop in done:
+            return None
+        raise asyncio.TimeoutError
+
+    async def _receive(self) -> str:
+        """The receive loop; returns how it ended: "stop", "dropped" or "refused"."""
+        cfg = self.server.config
+        state = self.state
+        ws = self.ws
+        try:
+            while True:
+                waiting_start = state.phase is IngestPhase.AWAITING_START
+                timeout = cfg.start_timeout_s if waiting_start else cfg.idle_timeout_s
+                try:
+                    msg = await self._recv(timeout)
+                except asyncio.TimeoutError:
+                    what = "no start message" if waiting_start else "nothing received"
+                    err = ProtocolError(CloseCode.POLICY_VIOLATION, f"{what} for {timeout:g} s")
+                    await self.server.refuse(ws, err, "start_timeout" if waiting_start else "idle")
+                    return "refused"
+                except ConnectionClosed:
+                    return "dropped"  # abrupt or not: the utterance is still finalised
+                if msg is None:
+                    return "stopped_by_server"
+                now = time.monotonic()
+                if isinstance(msg, str):
+                    m = state.receive_text(msg, now)
+                    if isinstance(m, StartMessage):
+                        self._begin(m)
+                        await ws.send(ready_message(self.stream, m.sample_rate))
+                        continue
+                    return "stop"
+                samples = state.receive_bytes(msg, now)
+                assert self.live is not None and self.resampler is not None
+                assert state.start is not None
+                self.server.metrics.audio_seconds.inc(len(samples) / state.start.sample_rate)
+                out = self.resampler.process(samples)
+                if out.size:
+                    self.live.feed(out)
+        except ProtocolError as e:
+            await self.server.refuse(ws, e, _label(e, "flood"), stream=self.stream)
+            return "refused"
+        except Exception:
+            log.exception("ingest %s failed", self.stream)
+            err = ProtocolError(CloseCode.INTERNAL_ERROR, "internal server error")
+            await self.server.refuse(ws, err, "internal", stream=self.stream)
+            return "refused"
+
+    def _begin(self, start: StartMessage) -> None:
+        """A valid start: from here on the stream exists (log, viewers, subtitles, recording)."""
+        server = self.server
+        entry = server.hub.entry(self.stream)
+        entry.begin_session()
+        self.entry = entry
+        try:
+            self.live = server.stream_factory(self.stream, start, server.caption_callback(entry))
+        except BaseException:
+            entry.end_session(0.0)
+            server.hub.release(entry)
+            self.entry = None
+            raise
+        self.resampler = StreamResampler(start.sample_rate)
+        server.rlog.info(
+            "stream_start",
+            "stream %s started (%d Hz %s, %s, language %s, session %d)",
+            self.stream,
+            start.sample_rate,
+            start.format,
+            "stereo" if start.channels == 2 else "mono",
+            start.language or "auto",
+            entry.sessions,
+        )
+
+    async def _finish(self) -> None:
+        """Flush the resampler, finalise the open utterance, wait until its final is out."""
+        live = self.live
+        if live is None:
+            return
+        try:
+            if self.resampler is not None:
+                tail = self.resampler.flush()
+                if tail.size:
+                    live.feed(tail)
+            live.finish()
+            await asyncio.to_thread(live.wait_idle, self.server.config.finish_timeout_s)
+        except Exception:
+            log.exception("finishing stream %s failed", self.stream)
+        # Captions the worker posted before it went idle are queued ahead of us: let them run.
+        await asyncio.sleep(0)
+
+    async def _close(self, outcome: str) -> None:
+        server = self.server
+        entry = self.entry
+        if entry is not None:
+            entry.end_session(self.state.audio_seconds)
+            server.recorder_close(self.stream)
+            server.hub.release(entry)
+            server.rlog.info(
+                "stream_stop",
+                "stream %s stopped (%s; %.1f s of audio, last seq %d)",
+                self.stream,
+                outcome.replace("_", " "),
+                self.state.audio_seconds,
+                entry.log.last_seq,
+            )
+        with contextlib.suppress(ConnectionClosed):
+            if outcome == "stop":  # every final of the stream is out: the client may rely on it
+                await self.ws.close(CloseCode.NORMAL_CLOSURE, "stopped")
+            elif self._stop is not None:
+                await self.ws.close(*self._stop)

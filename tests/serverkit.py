@@ -1,0 +1,142 @@
+"""Helpers shared by the caption server tests: real clients on loopback, no mocks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import numpy as np
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from streamcap.server.client import publish, ws_url
+from streamcap.server.thread import ServerThread
+
+PUB, VIEW = "pub-secret", "view-secret"
+SR = 16000
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
+
+
+def recall(hyp: str, ref: str) -> float:
+    """Share of reference words found in the hypothesis (order-free, robust to punctuation)."""
+    h = words(hyp)
+    ref_words = words(ref)
+    return sum(1 for w in ref_words if w in h) / len(ref_words)
+
+
+def padded(audio: np.ndarray, before: float = 0.3, after: float = 1.0) -> np.ndarray:
+    z = np.zeros
+    return np.concatenate([z(int(before * SR), np.float32), audio, z(int(after * SR), np.float32)])
+
+
+def base(srv: ServerThread) -> str:
+    return srv.url("", websocket=True)
+
+
+class Collector:
+    """A viewer on its own thread (asyncio client) collecting events of one stream.
+
+    `close` is the server's close frame (code, reason) once the connection has ended."""
+
+    def __init__(
+        self,
+        srv: ServerThread | str,
+        stream: str,
+        since: int = 0,
+        token: str | None = VIEW,
+        **params: Any,
+    ) -> None:
+        root = srv if isinstance(srv, str) else base(srv)
+        self.url = ws_url(root, "captions", stream, since=since, token=token, **params)
+        self.events: list[dict[str, Any]] = []
+        self.close: tuple[int, str] | None = None
+        self.ended = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self.error: BaseException | None = None
+        self._thread.start()
+
+    async def _run(self) -> None:
+        from websockets.asyncio.client import connect as aconnect
+
+        try:
+            async with aconnect(self.url, compression=None) as ws:
+                try:
+                    async for msg in ws:
+                        if isinstance(msg, str):
+                            self.events.append(json.loads(msg))
+                        if self._stop.is_set():
+                            return
+                finally:
+                    if ws.close_code is not None:
+                        self.close = (ws.close_code, ws.close_reason or "")
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+        finally:
+            self.ended.set()
+
+    def finals(self) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["type"] == "final"]
+
+    def text(self) -> str:
+        return " ".join(e["text"] for e in self.finals())
+
+    def wait_for(self, pred: Any, timeout: float = 60) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred(self):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def run_publish(srv: ServerThread, stream: str, audio: np.ndarray, **kw: Any) -> float:
+    url = ws_url(base(srv), "ingest", stream, token=PUB)
+    return asyncio.run(publish(url, audio, SR, **kw))
+
+
+def expect_close(ws: ClientConnection, code: int) -> dict[str, Any] | None:
+    """Read until the server closes; the error frame before the close names the same code."""
+    error = None
+    with pytest.raises(ConnectionClosed) as info:
+        for _ in range(1000):
+            msg = ws.recv(timeout=30)
+            if isinstance(msg, str) and json.loads(msg).get("type") == "error":
+                error = json.loads(msg)
+    assert info.value.rcvd is not None, "closed without a close frame"
+    assert info.value.rcvd.code == code, info.value.rcvd
+    if error is not None:
+        assert error["code"] == code
+    return error
+
+
+def ingest(srv: ServerThread, stream: str = "bad", token: str | None = PUB, **kw: Any) -> Any:
+    return connect(ws_url(base(srv), "ingest", stream, token=token), **kw)
+
+
+START = {"type": "start", "sample_rate": SR, "format": "pcm_s16le", "channels": 1}
+
+
+def http_get(
+    url: str, context: ssl.SSLContext | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=context) as r:
+            return r.status, r.headers.get("Content-Type", ""), r.read().decode("utf-8")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type", ""), e.read().decode("utf-8")
