@@ -4,7 +4,7 @@
         --lang en --kind real --step 1.0 --json out/bench.json
 """
 
-from streamcap.bench import main
+from streamcap.cli.bench import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -50,7 +50,7 @@ def main() -> int:
     from streamcap.decoding import DecodingOptions
     from streamcap.decoding.screen import ScreenedProjection, cpu_bf16_is_fast
     from streamcap.decoding.speculative import SpeculativeDecoder
-    from streamcap.engine import Engine
+    from streamcap.runtime.engine import Engine
 
     torch.set_grad_enabled(False)
     engine = Engine(args.model, None, "cpu", args.threads)

@@ -40,13 +40,14 @@ from typing import Any
 import jiwer
 import numpy as np
 
-from streamcap.audio import RealClock, SimulatedClock, load_audio
-from streamcap.captions import Caption
+from streamcap.audio import load_audio
+from streamcap.core.captions import Caption
+from streamcap.core.policy import PolicyConfig
 from streamcap.decoding.reference import reference_decode
-from streamcap.engine import Engine, options_for
-from streamcap.live import LiveConfig, LiveStream, replay
-from streamcap.policy import PolicyConfig
-from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome
+from streamcap.runtime.clock import RealClock, SimulatedClock
+from streamcap.runtime.engine import Engine, options_for
+from streamcap.runtime.stream import LiveConfig, LiveStream, replay
+from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
 
 SR = 16000
 GAP_S = 1.0
@@ -160,7 +161,7 @@ def run_stream(
 
 def warm_up(engine: Engine, audio: np.ndarray, language: str | None) -> None:
     """First calls allocate and pick kernels: keep that out of the measured stream."""
-    from streamcap.worker import encode_window
+    from streamcap.runtime.worker import encode_window
 
     opts = options_for(engine, language, "transcribe")
     clip = audio[: 3 * SR]

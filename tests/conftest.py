@@ -35,11 +35,11 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="session")
-def engine():  # noqa: ANN201 - streamcap.engine.Engine, imported lazily (torch is slow to import)
+def engine():  # noqa: ANN201 - streamcap.runtime.engine.Engine, imported lazily (torch is slow to import)
     """The real bundled Whisper base model on CPU, loaded once per test session."""
     import torch
 
-    from streamcap.engine import Engine
+    from streamcap.runtime.engine import Engine
 
     torch.set_num_threads(2)
     return Engine("base", device="cpu")

@@ -20,17 +20,15 @@ from pulse_mic import best_alignment
 
 from streamcap.audio import (
     AudioError,
-    RealClock,
-    SimulatedClock,
     StreamResampler,
     audio_duration,
     float_to_pcm,
     iter_audio_chunks,
     load_audio,
-    paced_chunks,
     pcm_to_float,
     resample,
 )
+from streamcap.runtime.clock import RealClock, SimulatedClock, paced_chunks
 
 DATA = Path(__file__).parent / "data"
 JFK = DATA / "en_real_jfk.wav"  # 11.0 s, 16 kHz mono

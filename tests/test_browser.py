@@ -29,7 +29,7 @@ OUT = Path(__file__).resolve().parent.parent / "out"
 
 @pytest.fixture(scope="module")
 def server(engine: Any) -> Iterator[ServerThread]:
-    from streamcap.worker import InferenceWorker
+    from streamcap.runtime.worker import InferenceWorker
 
     worker = InferenceWorker(engine).start()
     try:
@@ -164,8 +164,8 @@ def test_overlay_starts_over_after_a_server_restart(
 
     from playwright.sync_api import expect
 
+    from streamcap.runtime.worker import InferenceWorker
     from streamcap.server.client import publish, ws_url
-    from streamcap.worker import InferenceWorker
 
     def say(srv: ServerThread, clip: str) -> None:
         audio = np.concatenate(

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from streamcap.captions import (
-    Caption,
-    CaptionLog,
+from streamcap.core.captions import Caption, CaptionLog
+from streamcap.formats import (
     CaptionWriter,
     JsonlWriter,
     SrtWriter,

@@ -26,11 +26,12 @@ import numpy as np
 import pytest
 from pulse_mic import PulseMic
 
-from streamcap.audio import RealClock, SimulatedClock, load_audio
-from streamcap.captions import Caption
-from streamcap.live import LiveConfig, LiveStream, replay
-from streamcap.transcript import norm_text
-from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome
+from streamcap.audio import load_audio
+from streamcap.core.captions import Caption
+from streamcap.core.text import norm_text
+from streamcap.runtime.clock import RealClock, SimulatedClock
+from streamcap.runtime.stream import LiveConfig, LiveStream, replay
+from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
@@ -48,7 +49,7 @@ def wer(ref_id: str, text: str) -> float:
 
 @pytest.fixture(scope="module")
 def engine():  # type: ignore[no-untyped-def]
-    from streamcap.engine import Engine
+    from streamcap.runtime.engine import Engine
 
     return Engine("base")
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from streamcap.decoding import DecodingOptions
-from streamcap.engine import Engine
 from streamcap.models.registry import BUNDLED, ModelNotFoundError, resolve
+from streamcap.runtime.engine import Engine
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
-from streamcap.captions import Caption, CaptionLog
+from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
+from streamcap.core.segmenter import SpeechAudio, SpeechEnd, SpeechStart
+from streamcap.core.text import align_prefix, is_hallucination, norm_text, trim_loop, trim_restart
 from streamcap.decoding.options import DecodeResult
-from streamcap.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
-from streamcap.transcript import align_prefix, is_hallucination, norm_text, trim_loop, trim_restart
-from streamcap.vad import SpeechAudio, SpeechEnd, SpeechStart
 
 SR = 16000
 CHUNK = 0.1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from streamcap.captions import Caption, CaptionLog
+from streamcap.core.captions import Caption, CaptionLog
 from streamcap.server.record import Recorder
 
 

@@ -49,7 +49,7 @@ FRAME_LIMIT = 256 * 1024
 
 @pytest.fixture(scope="module")
 def worker(engine: Any) -> Iterator[Any]:
-    from streamcap.worker import InferenceWorker
+    from streamcap.runtime.worker import InferenceWorker
 
     w = InferenceWorker(engine).start()
     yield w

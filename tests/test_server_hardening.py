@@ -47,7 +47,7 @@ DASHWOOD = "and mister john dashwood had then leisure to consider how much there
 
 @pytest.fixture(scope="module")
 def worker(engine: Any) -> Iterator[Any]:
-    from streamcap.worker import InferenceWorker
+    from streamcap.runtime.worker import InferenceWorker
 
     w = InferenceWorker(engine).start()
     yield w

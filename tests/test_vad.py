@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from streamcap.vad import (
+from streamcap.core.segmenter import (
     SAMPLE_RATE,
     Event,
     Segmenter,

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from streamcap.audio import SimulatedClock, load_audio
+from streamcap.audio import load_audio
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
-from streamcap.engine import Encoded
-from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome, encode_window
+from streamcap.runtime.clock import SimulatedClock
+from streamcap.runtime.engine import Encoded
+from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, encode_window
 
 DATA = Path(__file__).parent / "data"
 SR = 16000
@@ -100,7 +101,7 @@ def test_finals_first_stale_partials_dropped_streams_take_turns() -> None:
 
 
 def test_per_stream_stats_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import streamcap.worker as worker_module
+    import streamcap.runtime.worker as worker_module
 
     monkeypatch.setattr(worker_module, "MAX_STREAM_STATS", 3)
     rec = Recorder()
@@ -205,14 +206,14 @@ def test_simulated_clock_is_charged_with_the_compute() -> None:
 
 @pytest.fixture(scope="module")
 def engine():  # type: ignore[no-untyped-def]
-    from streamcap.engine import Engine
+    from streamcap.runtime.engine import Engine
 
     return Engine("base")
 
 
 @pytest.mark.model
 def test_shortened_encoder_context(engine) -> None:  # type: ignore[no-untyped-def]
-    from streamcap.engine import options_for
+    from streamcap.runtime.engine import options_for
 
     audio = load_audio(DATA / "en_real_jfk.wav")
     full = encode_window(engine, audio, None)
@@ -229,7 +230,7 @@ def test_worker_final_equals_plain_greedy(engine) -> None:  # type: ignore[no-un
     """A final decoded through the worker, drafting from a partial's tokens, is token for
     token what plain greedy `generate` gives on the same audio and options."""
     from streamcap.decoding.reference import reference_decode
-    from streamcap.engine import options_for
+    from streamcap.runtime.engine import options_for
 
     audio = load_audio(DATA / "en_real_librivox_0870.wav")
     opts = options_for(engine, "en", "transcribe")

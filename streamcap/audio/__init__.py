@@ -1,11 +1,10 @@
-"""Audio I/O at the pipeline's edge: files, microphone, raw PCM, resampling, clocks.
+"""Audio I/O at the pipeline's edge: files, microphone, raw PCM, resampling.
 
 Everything returned here is mono float32 in [-1, 1] at 16 kHz unless a rate is asked for.
 """
 
 from __future__ import annotations
 
-from .clock import Clock, Measurement, RealClock, SimulatedClock, paced_chunks
 from .errors import AudioError, DeviceNotFoundError, NoMicrophoneError
 from .file import audio_duration, iter_audio_chunks, load_audio
 from .mic import NO_MIC_MESSAGE, InputDevice, MicSource, find_input_device, list_input_devices
@@ -17,15 +16,11 @@ __all__ = [
     "SAMPLE_BYTES",
     "TARGET_RATE",
     "AudioError",
-    "Clock",
     "DeviceNotFoundError",
     "InputDevice",
-    "Measurement",
     "MicSource",
     "NoMicrophoneError",
     "PcmFormat",
-    "RealClock",
-    "SimulatedClock",
     "StreamResampler",
     "audio_duration",
     "find_input_device",
@@ -33,7 +28,6 @@ __all__ = [
     "iter_audio_chunks",
     "list_input_devices",
     "load_audio",
-    "paced_chunks",
     "pcm_to_float",
     "resample",
     "to_mono_float32",

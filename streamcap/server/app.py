@@ -36,7 +36,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from streamcap.captions import Caption, render_srt, render_vtt
+from streamcap.core.captions import Caption
+from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
 from .config import ServerConfig, StreamFactory, live_stream_factory

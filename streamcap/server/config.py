@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from streamcap.captions import Caption
+from streamcap.core.captions import Caption
 
 from .protocol import (
     DEFAULT_BURST_S,
@@ -110,9 +110,9 @@ StreamFactory = Callable[[str, StartMessage, Callable[[Caption], None]], LiveStr
 def live_stream_factory(
     worker: Any, base_config: Any = None, default_language: str | None = None
 ) -> StreamFactory:
-    """Builds `streamcap.live.LiveStream`s on `worker`, per-stream language/task from `start`."""
-    from streamcap.audio.clock import RealClock
-    from streamcap.live import LiveConfig, LiveStream
+    """Builds `LiveStream`s on `worker`, per-stream language/task from `start`."""
+    from streamcap.runtime.clock import RealClock
+    from streamcap.runtime.stream import LiveConfig, LiveStream
 
     base = base_config if base_config is not None else LiveConfig()
 

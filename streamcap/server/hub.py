@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamcap.captions import Caption, CaptionLog
+from streamcap.core.captions import Caption, CaptionLog
 
 from .record import Restored, new_epoch
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from streamcap.captions import Caption, CaptionLog, JsonlWriter
+from streamcap.core.captions import Caption, CaptionLog
+from streamcap.formats import JsonlWriter
 
 from .protocol import STREAM_ID_RE
 

@@ -38,13 +38,13 @@ def add_model_arguments(p: argparse.ArgumentParser, *, device_flag: bool = True)
 
 
 def make_engine(args: argparse.Namespace) -> Any:
-    from streamcap.engine import Engine
+    from streamcap.runtime.engine import Engine
 
     return Engine(args.model, args.assistant, args.device, args.threads)
 
 
 def decoding_options(engine: Any, args: argparse.Namespace) -> Any:
-    from streamcap.engine import options_for
+    from streamcap.runtime.engine import options_for
 
     opts = options_for(engine, args.language, args.task)
     if opts.language is not None and engine.multilingual:
@@ -60,15 +60,15 @@ def _fmt_time(t: float) -> str:
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
     if args.live:
-        from streamcap.live_cli import run_transcribe_live
+        from streamcap.cli.live import run_transcribe_live
 
         return run_transcribe_live(args)
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from streamcap.audio import audio_duration, iter_audio_chunks
-    from streamcap.captions import open_writer
-    from streamcap.transcribe import TranscribeOptions, transcribe_file
+    from streamcap.formats import open_writer
+    from streamcap.runtime.transcribe import TranscribeOptions, transcribe_file
 
     err = Console(stderr=True)
     for out in args.output or []:
@@ -170,12 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--live", action="store_true", help="run the file through the live pipeline")
     add_model_arguments(p)
-    live_args, _ = _optional("streamcap.live_cli", "add_live_arguments", "run_transcribe_live")
+    live_args, _ = _optional("streamcap.cli.live", "add_live_arguments", "run_transcribe_live")
     if live_args:
         live_args(p)
     p.set_defaults(func=cmd_transcribe)
 
-    adder, runner = _optional("streamcap.live_cli", "add_dictate_arguments", "run_dictate")
+    adder, runner = _optional("streamcap.cli.live", "add_dictate_arguments", "run_dictate")
     if runner:
         p = sub.add_parser("dictate", help="live captions from the microphone")
         add_model_arguments(p, device_flag=False)
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("serve", "caption server: WebSocket ingest and broadcast, browser overlay"),
         ("demo", "start the server and caption a bundled speech sample into it"),
     ):
-        adder, runner = _optional("streamcap.server.cli", f"add_{name}_arguments", f"run_{name}")
+        adder, runner = _optional("streamcap.cli.serve", f"add_{name}_arguments", f"run_{name}")
         if runner:
             p = sub.add_parser(name, help=help_text)
             add_model_arguments(p)
@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="benchmark plain greedy vs speculative decoding")
     add_model_arguments(p)
-    from streamcap.bench import add_bench_arguments, run_bench
+    from streamcap.cli.bench import add_bench_arguments, run_bench
 
     add_bench_arguments(p, model_flags=False)
     p.set_defaults(func=run_bench)

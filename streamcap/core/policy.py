@@ -31,15 +31,15 @@ from typing import Literal
 
 import numpy as np
 
-from streamcap.captions import Caption, CaptionLog
-from streamcap.decoding.options import DecodeResult
-from streamcap.transcript import (
+from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
+from streamcap.core.text import (
     SENTENCE_END,
     align_prefix,
     common_prefix,
     result_words,
 )
-from streamcap.vad import Event, SpeechAudio, SpeechEnd, SpeechStart
+from streamcap.decoding.options import DecodeResult
 
 SAMPLE_RATE = 16000
 # partial decodes run the encoder on the window's audio plus this margin, at least the minimum

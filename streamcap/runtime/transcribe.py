@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamcap.audio import iter_audio_chunks
-from streamcap.captions import Caption, CaptionLog
+from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.segmenter import Segmenter, SegmenterConfig, SpeechAudio, SpeechEnd
 from streamcap.decoding.options import DecodeStats, DecodingOptions
-from streamcap.engine import Engine
-from streamcap.vad import Segmenter, SegmenterConfig, SpeechAudio, SpeechEnd
+from streamcap.runtime.engine import Engine
 
 SR = 16000
 

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .resample import TARGET_RATE
+from streamcap.audio.resample import TARGET_RATE
 
 
 class Measurement:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streamcap.policy import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S
+from streamcap.core.policy import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S
 
 SR = 16000
 
@@ -76,7 +76,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from streamcap.audio.file import load_audio
     from streamcap.decoding.options import DecodingOptions
     from streamcap.decoding.reference import reference_decode
-    from streamcap.engine import Engine
+    from streamcap.runtime.engine import Engine
 
     torch.set_grad_enabled(False)
 

@@ -20,10 +20,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from streamcap.audio.clock import Clock, RealClock, SimulatedClock
-from streamcap.captions import Caption, CaptionLog
-from streamcap.decoding.options import DecodingOptions
-from streamcap.policy import (
+from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.policy import (
     PARTIAL_CONTEXT_MARGIN_S,
     PARTIAL_CONTEXT_MIN_S,
     CaptionPolicy,
@@ -31,8 +29,10 @@ from streamcap.policy import (
     PolicyConfig,
     Step,
 )
-from streamcap.vad import SAMPLE_RATE, Segmenter, SegmenterConfig
-from streamcap.worker import DecodeJob, InferenceWorker, JobOutcome
+from streamcap.core.segmenter import SAMPLE_RATE, Segmenter, SegmenterConfig
+from streamcap.decoding.options import DecodingOptions
+from streamcap.runtime.clock import Clock, RealClock, SimulatedClock
+from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from streamcap.audio.clock import Clock
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
-from streamcap.engine import SAMPLE_RATE, WINDOW_S, Encoded, Engine
+from streamcap.runtime.clock import Clock
+from streamcap.runtime.engine import SAMPLE_RATE, WINDOW_S, Encoded, Engine
 
 log = logging.getLogger(__name__)
 JobKind = Literal["partial", "final"]

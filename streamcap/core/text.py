@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from streamcap.decoding.options import DecodeResult
 
 if TYPE_CHECKING:
-    from streamcap.policy import PolicyConfig
+    from streamcap.core.policy import PolicyConfig
 
 SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from .access import is_loopback
-from .app import CaptionServer, ServerConfig
+from streamcap.server.access import is_loopback
+from streamcap.server.app import CaptionServer, ServerConfig
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
 
@@ -180,7 +180,7 @@ def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConf
 
 def _start_worker(args: argparse.Namespace) -> Any:
     from streamcap.cli import make_engine
-    from streamcap.worker import InferenceWorker
+    from streamcap.runtime.worker import InferenceWorker
 
     worker = InferenceWorker(make_engine(args))
     worker.start()
@@ -190,9 +190,8 @@ def _start_worker(args: argparse.Namespace) -> Any:
 def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig) -> Any:
     from dataclasses import replace
 
-    from streamcap.live import LiveConfig
-
-    from .config import live_stream_factory
+    from streamcap.runtime.stream import LiveConfig
+    from streamcap.server.config import live_stream_factory
 
     base = LiveConfig()
     if getattr(args, "partial_interval", None) is not None:
@@ -297,7 +296,7 @@ async def _demo(
 ) -> int:
     from rich.text import Text
 
-    from .client import publish, watch, ws_url
+    from streamcap.server.client import publish, watch, ws_url
 
     server = CaptionServer(config, worker)
     await server.start()

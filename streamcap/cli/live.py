@@ -3,7 +3,7 @@
 Both run the same `LiveStream` on an `InferenceWorker` as the caption server. `dictate` listens to
 a microphone; `transcribe --live` replays a file, paced in real time (``--clock real``) or on the
 computation-aware simulated clock (``--clock simulated``). `cli.py` wires `add_live_arguments`,
-`run_dictate` and `run_transcribe_live` into its subcommands; ``python -m streamcap.live_cli
+`run_dictate` and `run_transcribe_live` into its subcommands; ``python -m streamcap.cli.live
 {dictate,transcribe} ...`` runs them directly.
 """
 
@@ -24,13 +24,13 @@ import numpy as np
 from streamcap.audio import (
     AudioError,
     NoMicrophoneError,
-    RealClock,
-    SimulatedClock,
     find_input_device,
     iter_audio_chunks,
 )
-from streamcap.captions import Caption, CaptionWriter, open_writer
-from streamcap.live import LiveConfig, LiveStream, replay
+from streamcap.core.captions import Caption
+from streamcap.formats import CaptionWriter, open_writer
+from streamcap.runtime.clock import RealClock, SimulatedClock
+from streamcap.runtime.stream import LiveConfig, LiveStream, replay
 
 PROG = "streamcap"
 COMPUTE_DEVICES = ("auto", "cpu", "cuda")
@@ -96,7 +96,7 @@ def live_config(args: argparse.Namespace) -> LiveConfig:
 
 
 def _engine(args: argparse.Namespace) -> Any:
-    from streamcap.engine import Engine
+    from streamcap.runtime.engine import Engine
 
     device = getattr(args, "compute_device", None)
     if device is None:  # cli.py's --device is the compute device
@@ -122,7 +122,7 @@ def _mic(args: argparse.Namespace) -> str | None:
 def _warm_up(engine: Any, config: LiveConfig) -> None:
     """First calls pick kernels and allocate (~1 s): pay that before audio flows."""
     from streamcap.decoding.options import DecodingOptions
-    from streamcap.worker import encode_window
+    from streamcap.runtime.worker import encode_window
 
     clip = np.zeros(16000, dtype=np.float32)
     opts = DecodingOptions(language=config.language if engine.multilingual else None)
@@ -207,7 +207,7 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
         return _error("transcribe", str(e))
     except StopIteration:
         return _error("transcribe", f"{path}: no audio")
-    from streamcap.worker import InferenceWorker
+    from streamcap.runtime.worker import InferenceWorker
 
     try:
         engine = _ready_engine(args, config)
@@ -323,7 +323,7 @@ def run_dictate(args: argparse.Namespace) -> int:
         writers = _Writers(_outputs(args))
     except (AudioError, ValueError, OSError) as e:
         return _error("dictate", str(e))
-    from streamcap.worker import InferenceWorker
+    from streamcap.runtime.worker import InferenceWorker
 
     print(f"loading model {getattr(args, 'model', 'base')} ...", file=sys.stderr, flush=True)
     try:

@@ -1,0 +1,5 @@
+"""`python -m streamcap.cli`."""
+
+from streamcap.cli import main
+
+raise SystemExit(main())

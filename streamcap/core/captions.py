@@ -1,0 +1,182 @@
+"""Caption events and the one sequencer (`CaptionLog`); the file formats are `streamcap.formats`.
+
+A `Caption` is exactly one event of the wire protocol (DESIGN.md, "Captions and the wire
+protocol"); `CaptionLog` numbers events and keeps what a reconnecting viewer needs to rebuild
+its screen.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+CaptionType = Literal["partial", "final"]
+CAPTION_TYPES: tuple[str, ...] = ("partial", "final")
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One caption event; the field order is the wire JSON's key order."""
+
+    type: CaptionType
+    stream: str
+    seq: int
+    segment: int
+    text: str
+    start: float
+    end: float
+    committed_chars: int
+    latency_ms: float
+    #: The caption log's identity (a server sets it; see `CaptionLog`); "" is left off the wire.
+    epoch: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire JSON object; times rounded to milliseconds (no false precision on the wire)."""
+        d: dict[str, Any] = {
+            "type": self.type,
+            "stream": self.stream,
+            "seq": self.seq,
+            "segment": self.segment,
+            "text": self.text,
+            "start": round(self.start, 3),
+            "end": round(self.end, 3),
+            "committed_chars": self.committed_chars,
+            "latency_ms": round(self.latency_ms, 1),
+        }
+        if self.epoch:
+            d["epoch"] = self.epoch
+        return d
+
+    def to_json(self) -> str:
+        """Compact UTF-8-friendly JSON text frame."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Caption:
+        """Inverse of `to_dict` (e.g. reading a JSONL file back); ValueError on bad input."""
+        try:
+            kind = d["type"]
+            if kind not in CAPTION_TYPES:
+                raise ValueError(f"caption type must be 'partial' or 'final', got {kind!r}")
+            return cls(
+                type=kind,
+                stream=str(d["stream"]),
+                seq=int(d["seq"]),
+                segment=int(d["segment"]),
+                text=str(d["text"]),
+                start=float(d["start"]),
+                end=float(d["end"]),
+                committed_chars=int(d["committed_chars"]),
+                latency_ms=float(d["latency_ms"]),
+                epoch=str(d.get("epoch", "")),
+            )
+        except KeyError as e:
+            raise ValueError(f"caption is missing field {e.args[0]!r}") from None
+        except TypeError as e:
+            raise ValueError(f"caption has a field of the wrong type: {e}") from None
+
+
+# --------------------------------------------------------------------------- log
+
+
+class CaptionLog:
+    """Per-stream sequencer and replay store (not thread-safe: one event loop owns it).
+
+    Stores every final and, per segment, only the latest partial that no final has superseded:
+    replaying those in `seq` order rebuilds the same screen a live viewer has. At most
+    `max_finals` finals are kept (oldest dropped), so `since(n)` with `n` older than the oldest
+    stored event returns only what remains; `oldest_seq` tells a caller whether that happened.
+
+    `epoch` names this log's sequence (stamped on every event): a `seq` means something only
+    together with it. A log reloaded from a recording keeps its epoch and continues after
+    `last_seq` (`restore`).
+    """
+
+    def __init__(
+        self, stream: str, *, max_finals: int = 10_000, epoch: str = "", last_seq: int = 0
+    ) -> None:
+        if max_finals < 1:
+            raise ValueError(f"max_finals must be >= 1, got {max_finals}")
+        self.stream = stream
+        self.max_finals = max_finals
+        self.epoch = epoch
+        self._seq = last_seq
+        self._finals: deque[Caption] = deque()
+        self._partials: dict[int, Caption] = {}
+
+    def restore(self, finals: Iterable[Caption], last_seq: int) -> None:
+        """Load recorded finals (seq order) and continue numbering after `last_seq`."""
+        for cap in finals:
+            self._finals.append(cap)
+            if len(self._finals) > self.max_finals:
+                self._finals.popleft()
+        self._seq = max(self._seq, last_seq, self._finals[-1].seq if self._finals else 0)
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the latest event (0 before any)."""
+        return self._seq
+
+    @property
+    def oldest_seq(self) -> int | None:
+        """Smallest stored seq, or None when nothing is stored."""
+        seqs = [c.seq for c in self._partials.values()]
+        if self._finals:
+            seqs.append(self._finals[0].seq)
+        return min(seqs) if seqs else None
+
+    def __len__(self) -> int:
+        return len(self._finals) + len(self._partials)
+
+    def emit(
+        self,
+        type: CaptionType,
+        segment: int,
+        text: str,
+        start: float,
+        end: float,
+        committed_chars: int = 0,
+        latency_ms: float = 0.0,
+    ) -> Caption:
+        """Number and store a new event; returns it for broadcast."""
+        if type not in CAPTION_TYPES:
+            raise ValueError(f"caption type must be 'partial' or 'final', got {type!r}")
+        self._seq += 1
+        cap = Caption(
+            type=type,
+            stream=self.stream,
+            seq=self._seq,
+            segment=segment,
+            text=text,
+            start=start,
+            end=end,
+            committed_chars=committed_chars,
+            latency_ms=latency_ms,
+            epoch=self.epoch,
+        )
+        if type == "partial":
+            self._partials[segment] = cap
+        else:
+            self._partials.pop(segment, None)
+            self._finals.append(cap)
+            if len(self._finals) > self.max_finals:
+                self._finals.popleft()
+        return cap
+
+    def since(self, seq: int) -> list[Caption]:
+        """Stored events with seq > `seq`, in seq order."""
+        out: list[Caption] = []
+        for cap in reversed(self._finals):  # reconnects ask for the recent tail: stop early
+            if cap.seq <= seq:
+                break
+            out.append(cap)
+        out.extend(c for c in self._partials.values() if c.seq > seq)
+        out.sort(key=lambda c: c.seq)
+        return out
+
+    def finals(self) -> list[Caption]:
+        """Stored finals in order (e.g. for `render_srt`)."""
+        return list(self._finals)
