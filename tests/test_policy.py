@@ -162,7 +162,7 @@ def test_loop_and_restart_trimming() -> None:
 
 
 def test_hallucination_rules() -> None:
-    cfg = PolicyConfig()
+    cfg = PolicyConfig().guard
     assert is_hallucination(result("Thank you.", no_speech=0.3), cfg)
     assert not is_hallucination(result("Thank you.", no_speech=0.02), cfg)  # people say it
     assert is_hallucination(result("blah blah", no_speech=0.8, logprob=-1.2), cfg)
@@ -442,3 +442,14 @@ def test_an_hour_of_speech_invariants() -> None:
             assert after[p.segment].startswith(norm_text(p.text[: p.committed_chars]))
     final_seq = {c.segment: c.seq for c in finals}
     assert all(p.seq < final_seq.get(p.segment, 10**9) for p in d.partials())  # final is last
+
+
+def test_live_and_offline_share_one_guard() -> None:
+    from streamcap.runtime.transcribe import TranscribeOptions
+
+    assert TranscribeOptions().guard == PolicyConfig().guard
+    # A decode with no tokens (no log-probability) and a high no-speech probability is dropped
+    # by the one rule, a confident one kept, whichever path asks.
+    guard = PolicyConfig().guard
+    assert is_hallucination(result("", no_speech=0.9, logprob=None), guard)
+    assert not is_hallucination(result("Hello there.", no_speech=0.1, logprob=-0.2), guard)

@@ -35,6 +35,7 @@ from streamcap.core.captions import Caption, CaptionLog
 from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import (
     SENTENCE_END,
+    GuardConfig,
     align_prefix,
     common_prefix,
     result_words,
@@ -71,12 +72,7 @@ class PolicyConfig:
       first, or after a final that ends one); Whisper's case for a window's first word varies
       from decode to decode, and partial and final then agree.
     - prompt_chars: previous final text given to the decoder as prompt (0: none).
-    - no_speech_threshold / logprob_threshold: drop a decode whose no-speech probability is at
-      least the first and whose average log-probability is at most the second (Whisper's rule).
-    - min_avg_logprob: drop any decode less confident than this on average (noise and music;
-      speech here measured above -1.0).
-    - phrase_no_speech_threshold: drop a known silence phrase (`transcript.SILENCE_PHRASES`)
-      when the no-speech probability is at least this.
+    - guard: the hallucination guard (`text.GuardConfig`, the same rule offline).
     - exact_finals: a closed window's final is its exact decode after the words already sent as
       finals: locked words not yet sent are shown as stable in partials, but the exact decode
       has the last word (where it only differs in case or punctuation, the shown form stays).
@@ -96,10 +92,7 @@ class PolicyConfig:
     capitalize: bool = True
     exact_finals: bool = True
     prompt_chars: int = 0
-    no_speech_threshold: float = 0.6
-    logprob_threshold: float = -1.0
-    min_avg_logprob: float = -1.5
-    phrase_no_speech_threshold: float = 0.2
+    guard: GuardConfig = field(default_factory=GuardConfig)
     max_window_s: float = 29.5
 
     def __post_init__(self) -> None:
@@ -374,7 +367,7 @@ class CaptionPolicy:
         self, w: _Window, req: DecodeRequest, result: DecodeResult, now: float, step: Step
     ) -> None:
         cfg = self.config
-        words = result_words(result, cfg, partial=True)
+        words = result_words(result, cfg.guard, partial=True)
         tail = words[align_prefix(w.locked, words) :]
         if cfg.agreement:
             w.history = [*w.history[-(cfg.agreement - 1) :], tail]
@@ -430,7 +423,7 @@ class CaptionPolicy:
         w.shown = False
 
     def _finalise(self, w: _Window, result: DecodeResult | None, now: float, step: Step) -> None:
-        words = result_words(result, self.config) if result is not None else []
+        words = result_words(result, self.config.guard) if result is not None else []
         if self.config.exact_finals:  # the exact decode, after the words already sent
             rest = words[align_prefix(w.locked[: w.emitted], words) :]
             shown = w.locked[w.emitted :]

@@ -1,4 +1,4 @@
-"""Word-level text helpers and hallucination guards for the caption policy. Pure functions.
+"""Word-level text helpers and the one hallucination guard (live and offline). Pure functions.
 
 Decodes of a growing window are compared word by word (case and punctuation aside), aligned
 against what was already committed, trimmed of repetition loops and restarts, and dropped
@@ -10,12 +10,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from streamcap.decoding.options import DecodeResult
-
-if TYPE_CHECKING:
-    from streamcap.core.policy import PolicyConfig
 
 SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
 
@@ -114,22 +111,41 @@ def trim_restart(words: list[str], min_words: int = 2, ngram: int = 4) -> list[s
     return words
 
 
-def is_hallucination(result: DecodeResult, config: PolicyConfig) -> bool:
+@dataclass(frozen=True)
+class GuardConfig:
+    """When a decode's text is not speech (one rule for live captions and offline files).
+
+    - no_speech_threshold / logprob_threshold: drop a decode whose no-speech probability is at
+      least the first and whose average log-probability is at most the second (Whisper's rule;
+      a decode without a log-probability, i.e. without tokens, counts as unsure).
+    - min_avg_logprob: drop any decode less confident than this on average (noise and music;
+      speech here measured above -1.0).
+    - phrase_no_speech_threshold: drop a known silence phrase (`SILENCE_PHRASES`) when the
+      no-speech probability is at least this.
+    """
+
+    no_speech_threshold: float = 0.6
+    logprob_threshold: float = -1.0
+    min_avg_logprob: float = -1.5
+    phrase_no_speech_threshold: float = 0.2
+
+
+def is_hallucination(result: DecodeResult, guard: GuardConfig) -> bool:
     """True when a decode's text should not become a caption."""
     ns = result.no_speech_prob
     lp = result.avg_logprob
     if math.isnan(ns):
         return False
-    if ns >= config.no_speech_threshold and (lp is None or lp <= config.logprob_threshold):
+    if ns >= guard.no_speech_threshold and (lp is None or lp <= guard.logprob_threshold):
         return True
-    if lp is not None and lp < config.min_avg_logprob:
+    if lp is not None and lp < guard.min_avg_logprob:
         return True
-    return ns >= config.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES
+    return ns >= guard.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES
 
 
-def result_words(result: DecodeResult, config: PolicyConfig, partial: bool = False) -> list[str]:
-    """The words a decode contributes after the hallucination guards."""
-    if is_hallucination(result, config):
+def result_words(result: DecodeResult, guard: GuardConfig, partial: bool = False) -> list[str]:
+    """The words a decode contributes after the hallucination guard."""
+    if is_hallucination(result, guard):
         return []
     words = trim_loop(words_of(result.text), 3 if result.stopped_by == "loop" else 4)
     if partial:

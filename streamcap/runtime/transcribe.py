@@ -16,6 +16,7 @@ import numpy as np
 from streamcap.audio import iter_audio_chunks
 from streamcap.core.captions import Caption, CaptionLog
 from streamcap.core.segmenter import Segmenter, SegmenterConfig, SpeechAudio, SpeechEnd
+from streamcap.core.text import GuardConfig, is_hallucination
 from streamcap.decoding.options import DecodeStats, DecodingOptions
 from streamcap.runtime.engine import Engine
 
@@ -27,8 +28,7 @@ class TranscribeOptions:
     decoding: DecodingOptions = DecodingOptions()
     segmenter: SegmenterConfig = SegmenterConfig()
     condition_on_previous: bool = False  # feed the previous utterance's text as a prompt
-    no_speech_threshold: float = 0.6
-    logprob_threshold: float = -1.0
+    guard: GuardConfig = GuardConfig()  # the live pipeline's guard, so both drop the same
 
 
 def _utterances(
@@ -58,15 +58,6 @@ def _utterances(
     yield from handle(segmenter.flush())
 
 
-def is_hallucination(
-    no_speech_prob: float, avg_logprob: float | None, opts: TranscribeOptions
-) -> bool:
-    """Whisper's own rule: high no-speech probability and low confidence means no speech."""
-    if avg_logprob is None:
-        return True
-    return no_speech_prob > opts.no_speech_threshold and avg_logprob < opts.logprob_threshold
-
-
 def transcribe_file(
     engine: Engine,
     path: str | os.PathLike[str],
@@ -94,7 +85,7 @@ def transcribe_file(
             result = engine.transcribe(window, decoding)
             stats.add(result.stats)
             text = result.text.strip()
-            if not text or is_hallucination(result.no_speech_prob, result.avg_logprob, opts):
+            if not text or is_hallucination(result, opts.guard):
                 continue
             previous = result.tokens
             committed += len(text) + (1 if committed else 0)
