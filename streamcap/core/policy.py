@@ -32,6 +32,7 @@ from typing import Literal
 import numpy as np
 
 from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import (
     SENTENCE_END,
@@ -42,7 +43,6 @@ from streamcap.core.text import (
 )
 from streamcap.decoding.options import DecodeResult
 
-SAMPLE_RATE = 16000
 # partial decodes run the encoder on the window's audio plus this margin, at least the minimum
 # (finals always get Whisper's standard 30 s input); the live pipeline and the benchmark share it
 PARTIAL_CONTEXT_MARGIN_S = 2.0

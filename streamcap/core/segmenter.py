@@ -19,7 +19,8 @@ from typing import Literal
 
 import numpy as np
 
-SAMPLE_RATE = 16000
+from streamcap.core.constants import SAMPLE_RATE
+
 VadFn = Callable[[bytes, int], bool]
 EndReason = Literal["silence", "max_length", "flush"]
 _FLOOR_DB = -120.0

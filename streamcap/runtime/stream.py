@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.policy import (
     PARTIAL_CONTEXT_MARGIN_S,
     PARTIAL_CONTEXT_MIN_S,
@@ -29,7 +30,7 @@ from streamcap.core.policy import (
     PolicyConfig,
     Step,
 )
-from streamcap.core.segmenter import SAMPLE_RATE, Segmenter, SegmenterConfig
+from streamcap.core.segmenter import Segmenter, SegmenterConfig
 from streamcap.decoding.options import DecodingOptions
 from streamcap.runtime.clock import Clock, RealClock, SimulatedClock
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
