@@ -54,10 +54,10 @@ def main() -> int:
 
     torch.set_grad_enabled(False)
     engine = Engine(args.model, None, "cpu", args.threads)
-    dec = engine.decoder
+    dec = engine.decoder.step
     hf = SpeculativeDecoder(
         engine.main.model, engine.main.processor, "cpu", torch.float32, lean=False, screen=False
-    )
+    ).step
     assert dec.lean is not None
     audio = load_audio(ROOT / "tests" / "data" / "en_real_jfk.wav")
     enc = engine.encode(audio, context_s=args.context)
@@ -74,12 +74,12 @@ def main() -> int:
     screen = dec.screen or ScreenedProjection(dec.proj_out.weight)
     for n in (1, 2, 4, 8, 16):
         step = (tokens * 3)[base : base + n]
-        hf_cache, lean_cache = hf._new_cache(), dec.lean.new_cache()
-        hf._forward(tokens[:base], hf_cache, enc.enc)
+        hf_cache, lean_cache = hf.new_cache(), dec.lean.new_cache()
+        hf.forward(tokens[:base], hf_cache, enc.enc)
         dec.lean.forward(tokens[:base], lean_cache, enc.enc)
 
         def hf_step(c=hf_cache, s=step) -> torch.Tensor:
-            h = hf._forward(s, c, enc.enc)
+            h = hf.forward(s, c, enc.enc)
             c.crop(-len(s))
             return h
 
@@ -90,11 +90,11 @@ def main() -> int:
 
         rows = lean_step()
         assert torch.equal(rows, hf_step()), "lean forward is not bit-identical"
-        banned = [dec._suppress] * n
+        banned = [dec.suppress_mask] * n
 
         def full_proj(r=rows) -> list[int]:
-            logits = dec._logits(r)
-            logits.masked_fill_(dec._suppress, -math.inf)
+            logits = dec.logits(r)
+            logits.masked_fill_(dec.suppress_mask, -math.inf)
             return logits.argmax(-1).tolist()
 
         def screened(r=rows, b=banned) -> list[int]:

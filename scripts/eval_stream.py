@@ -41,7 +41,8 @@ import jiwer
 import numpy as np
 
 from streamcap.audio import load_audio
-from streamcap.core.captions import Caption
+from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.policy import PolicyConfig
 from streamcap.decoding.reference import reference_decode
 from streamcap.runtime.clock import RealClock, SimulatedClock
@@ -49,7 +50,7 @@ from streamcap.runtime.engine import Engine, options_for
 from streamcap.runtime.stream import LiveConfig, LiveStream, replay
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
 
-SR = 16000
+SR = SAMPLE_RATE
 GAP_S = 1.0
 
 
@@ -128,8 +129,9 @@ def run_stream(
         clock = RealClock()
     events: list[tuple[float, Caption]] = []
     decodes: list[tuple[DecodeJob, JobOutcome]] = []
+    sink = CaptionLog("eval")  # the stream's one sequence
     stream = LiveStream("eval", worker, None, config, clock)
-    stream.on_caption = lambda cap: events.append((stream.now(), cap))
+    stream.on_caption = lambda ev: events.append((stream.now(), sink.add(ev)))
     stream.decode_observer = lambda job, out: decodes.append((job, out))
     feed_s = 0.0
     plain_feed = stream.feed
@@ -148,7 +150,7 @@ def run_stream(
         worker.stop()
     if stream.errors:
         raise RuntimeError(f"decode errors: {stream.errors[:3]}")
-    stats = worker.total_stats()
+    stats = worker.total_stats().as_dict()
     return {
         "events": events,
         "decodes": decodes,

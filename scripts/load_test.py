@@ -46,10 +46,27 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from streamcap.core.constants import SAMPLE_RATE  # noqa: E402
 from streamcap.server.client import publish, watch, ws_url  # noqa: E402
 
-SR = 16000
-LONGFORM = Path("/work/shared/eval-dev/longform/lf2_tts_meeting.json")
+SR = SAMPLE_RATE
+#: ../shared next to the repository (as the workplace lays it out), not a machine path.
+LONGFORM = (
+    Path(__file__).resolve().parent.parent.parent / "shared/eval-dev/longform/lf2_tts_meeting.json"
+)
+
+
+def reference_audio(reference: Path, audio: str) -> Path:
+    """The audio a long-form reference JSON names: relative to the JSON, to the eval set's root
+    (the JSON's parent folder), or beside the JSON."""
+    for candidate in (
+        reference.parent / audio,
+        reference.parent.parent / audio,
+        reference.parent / Path(audio).name,
+    ):
+        if candidate.is_file():
+            return candidate
+    raise SystemExit(f"load_test: error: audio {audio!r} of {reference} not found")
 CLIPS = ROOT / "tests" / "data"
 
 
@@ -69,9 +86,11 @@ class Program:
 
 
 def load_program(reference: Path | None) -> Program:
+    if reference is not None and not reference.exists() and reference != LONGFORM:
+        raise SystemExit(f"load_test: error: no such reference {reference}")
     if reference is not None and reference.exists():
         ref = json.loads(reference.read_text())
-        audio, rate = sf.read(reference.parent / Path(ref["audio"]).name, dtype="float32")
+        audio, rate = sf.read(reference_audio(reference, ref["audio"]), dtype="float32")
         assert rate == SR, rate
         segs = [Segment(s["start"], s["end"], s["text"]) for s in ref["segments"]]
         return Program(audio, segs)

@@ -1,17 +1,33 @@
-"""Which exceptions are the user's to fix, and how to say so in one line."""
+"""Which exceptions are the user's to fix, and how to say so in one line.
+
+Only errors raised *on purpose* for a person to act on become one line: `UserError` (raised by
+the command line for bad flags, paths and the like) and the few library errors whose types
+exist for exactly that (audio that cannot be read or captured, a model that cannot be found or
+is damaged). Anything else — a stray ``ValueError`` or ``OSError`` included — is a bug and keeps
+its traceback, so it gets reported instead of hidden behind a tidy message.
+"""
 
 from __future__ import annotations
 
 
-def user_error(exc: BaseException) -> str | None:
-    """A one-line message for errors caused by input or setup, else None (a bug: traceback)."""
+class UserError(Exception):
+    """Something the user can fix (a flag, a path, a port); ``str()`` is the one line to print."""
+
+
+def user_message(exc: BaseException) -> str | None:
+    """The one-line message for a user-facing error, or None for a bug (show the traceback)."""
+    if isinstance(exc, UserError):
+        return _one_line(exc)
+    # Imported here: `streamcap.errors` is loaded by every command, these modules are not light.
     from streamcap.audio.errors import AudioError
-    from streamcap.decoding.speculative import DecodingError
     from streamcap.models.ctranslate2 import ModelFormatError
     from streamcap.models.registry import ModelNotFoundError
 
-    if isinstance(exc, (AudioError, ModelNotFoundError, ModelFormatError, DecodingError)):
-        return str(exc)
-    if isinstance(exc, (ValueError, OSError)):
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, (AudioError, ModelNotFoundError, ModelFormatError)):
+        return _one_line(exc)
     return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__

@@ -98,18 +98,80 @@ def _even_groups(lines: list[str], width: int, max_lines: int) -> list[list[str]
     return greedy
 
 
+#: Closing marks that may follow a sentence's final punctuation ("Really?" he said.).
+_CLOSERS = "\"'\u201d\u2019)]"
+#: Words whose full stop is not a sentence end (compared lower-cased, without the stop).
+_ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "prof", "st", "sr", "jr", "vs", "etc"})
+
+
+def _ends_sentence(word: str, following: str) -> bool:
+    """True after . ? ! or … unless it is an abbreviation ("Mr.", "e.g.", an initial "J.")
+    or the next word goes on in lower case."""
+    if following[:1].islower():
+        return False
+    bare = word.rstrip(_CLOSERS)
+    if not bare.endswith((".", "?", "!", "\u2026")):
+        return False
+    if bare.endswith(".") and not bare.endswith(".."):
+        stem = bare[:-1].lstrip("\"'\u201c\u2018(").lower()
+        if stem in _ABBREVIATIONS or len(stem) == 1 or "." in stem:
+            return False
+    return True
+
+
+def sentences(text: str) -> list[str]:
+    """`text` cut after each sentence end, whitespace normalised."""
+    words = text.split()
+    out: list[str] = []
+    current: list[str] = []
+    for i, word in enumerate(words):
+        current.append(word)
+        if _ends_sentence(word, words[i + 1] if i + 1 < len(words) else ""):
+            out.append(" ".join(current))
+            current = []
+    if current:
+        out.append(" ".join(current))
+    return out
+
+
+def _sentence_groups(text: str, width: int, max_lines: int) -> list[list[str]]:
+    """Cues that end where sentences end: whole sentences are packed into a cue while they fit;
+    a sentence too long for one cue is split evenly on its own, so no cue mixes the end of one
+    sentence with the start of the next unless both fit in it whole."""
+    groups: list[list[str]] = []
+    current = ""
+    for sentence in sentences(text):
+        joined = f"{current} {sentence}" if current else sentence
+        if len(wrap_text(joined, width)) <= max_lines:
+            current = joined
+            continue
+        if current:
+            groups.append(wrap_text(current, width))
+        lines = wrap_text(sentence, width)
+        if len(lines) <= max_lines:
+            current = sentence
+        else:
+            groups.extend(_even_groups(lines, width, max_lines))
+            current = ""
+    if current:
+        groups.append(wrap_text(current, width))
+    return groups
+
+
 def split_cues(
     text: str, start: float, end: float, width: int = LINE_WIDTH, max_lines: int = MAX_LINES
 ) -> list[tuple[float, float, list[str]]]:
     """Cut one final into cues of at most `max_lines` lines, timed in proportion to characters.
 
-    Speech has no word times here, so characters are the best proxy for when each part was said.
+    A final too long for one cue breaks at sentence ends first (as live finals do), then evenly
+    by characters within a sentence. Speech has no word times here, so characters are the best
+    proxy for when each part was said.
     """
     lines = wrap_text(text, width)
     if not lines:
         return []
     end = max(end, start)
-    groups = _even_groups(lines, width, max_lines)
+    groups = [lines] if len(lines) <= max_lines else _sentence_groups(text, width, max_lines)
     sizes = [sum(len(x) for x in g) + len(g) - 1 for g in groups]
     total = sum(sizes)
     cues: list[tuple[float, float, list[str]]] = []
@@ -238,19 +300,29 @@ class TxtWriter(CaptionWriter):
 
 
 _WRITERS: dict[str, type[CaptionWriter]] = {
-    ".srt": SrtWriter, ".vtt": VttWriter, ".jsonl": JsonlWriter, ".txt": TxtWriter
+    "srt": SrtWriter, "vtt": VttWriter, "jsonl": JsonlWriter, "txt": TxtWriter
 }  # fmt: skip
+
+#: The caption file formats, by name (the file suffix without its dot).
+FORMATS: tuple[str, ...] = tuple(_WRITERS)
+
+
+def format_of(path: str | os.PathLike[str]) -> str | None:
+    """The format a file name asks for (by suffix, any case), or None if it names none."""
+    name = Path(path).suffix.lower().lstrip(".")
+    return name if name in _WRITERS else None
 
 
 def open_writer(path: str | os.PathLike[str], *, include_partials: bool = False) -> CaptionWriter:
     """Writer chosen by the file suffix; `include_partials` applies to .jsonl only."""
-    suffix = Path(path).suffix.lower()
-    cls = _WRITERS.get(suffix)
-    if cls is None:
+    fmt = format_of(path)
+    if fmt is None:
+        suffix = Path(path).suffix.lower()
         raise ValueError(
             f"unsupported caption file type {suffix or '(no suffix)'!r} for {os.fspath(path)!r}: "
             "use .srt, .vtt, .jsonl or .txt"
         )
+    cls = _WRITERS[fmt]
     if cls is JsonlWriter:
         return JsonlWriter(path, include_partials=include_partials)
     return cls(path)

@@ -11,16 +11,19 @@ import pytest
 
 from streamcap.core.captions import Caption, CaptionLog
 from streamcap.formats import (
+    FORMATS,
     CaptionWriter,
     JsonlWriter,
     SrtWriter,
     TxtWriter,
     VttWriter,
+    format_of,
     format_srt_time,
     format_vtt_time,
     open_writer,
     render_srt,
     render_vtt,
+    sentences,
     split_cues,
     wrap_text,
 )
@@ -150,6 +153,57 @@ def test_split_cues_falls_back_to_greedy_when_even_split_overflows() -> None:
     cues = split_cues(text, 0.0, 5.0)
     assert [lines for _, _, lines in cues] == [wrap_text(text)[:2], wrap_text(text)[2:]]
     assert cues[-1][1] == 5.0
+
+
+def test_sentences_cut_at_sentence_ends_only() -> None:
+    text = (
+        'Hello Mr. Smith, this is J. K. Rowling. Really? "Yes!" e.g. this. The U.S. is big... '
+        "Go."
+    )
+    assert sentences(text) == [
+        "Hello Mr. Smith, this is J. K. Rowling.",
+        'Really?',
+        '"Yes!" e.g. this.',
+        "The U.S. is big...",
+        "Go.",
+    ]
+    assert sentences("  no end at all ") == ["no end at all"]
+    assert sentences("") == []
+
+
+def test_split_cues_prefers_sentence_ends() -> None:
+    text = (
+        "It was late. We walked home through the rain and the cold wind, talking about "
+        "nothing. Then we slept."
+    )
+    cues = split_cues(text, 0.0, 10.0)
+    # The even split would cut mid-sentence ("... the rain and the"); sentences stay whole.
+    assert [" ".join(lines) for _, _, lines in cues] == [
+        "It was late.",
+        "We walked home through the rain and the cold wind, talking about nothing.",
+        "Then we slept.",
+    ]
+    assert [c[0] for c in cues][1:] == [c[1] for c in cues][:-1] and cues[-1][1] == 10.0
+    for _, _, lines in cues:
+        assert len(lines) <= 2 and all(len(x) <= 42 for x in lines)
+
+
+def test_split_cues_packs_short_sentences_and_splits_long_ones_evenly() -> None:
+    short = "Yes. No. Maybe so."
+    long = "Then " + " ".join(["word"] * 40) + "."
+    cues = split_cues(f"{short} {long} Done.", 0.0, 30.0)
+    texts = [" ".join(lines) for _, _, lines in cues]
+    assert texts[0] == short  # whole sentences that fit together share a cue
+    assert " ".join(texts[1:-1]) == long and len(texts) >= 4  # a long one alone, evened out
+    assert texts[-1] == "Done."
+    for _, _, lines in cues:
+        assert len(lines) <= 2 and all(len(x) <= 42 for x in lines)
+
+
+def test_formats_and_format_of() -> None:
+    assert FORMATS == ("srt", "vtt", "jsonl", "txt")
+    assert format_of("a.SRT") == "srt" and format_of(Path("x/b.jsonl")) == "jsonl"
+    assert format_of("a.doc") is None and format_of("captions") is None
 
 
 # ----------------------------------------------------------------------------- writers

@@ -12,10 +12,13 @@ import pytest
 import torch
 
 from streamcap.decoding import DecodingOptions, HypothesisDrafter, NoDrafter
-from streamcap.decoding.assistant import AssistantDecoder, same_encoder
+from streamcap.decoding.assistant import AssistantDecoder, same_encoder, same_tokenizer
 from streamcap.decoding.drafters import FixedDrafter, ModelDrafter
+from streamcap.decoding.frontend import WhisperFrontEnd
 from streamcap.decoding.reference import reference_decode
-from streamcap.decoding.speculative import DecodingError, SpeculativeDecoder
+from streamcap.decoding.spec import DecodingError, WhisperSpec
+from streamcap.decoding.speculative import SpeculativeDecoder
+from streamcap.decoding.step import DecoderStep
 
 CLIPS = ["en_real_jfk", "en_real_librivox_0870", "en_real_forever", "en_real_praatio_mary"]
 
@@ -83,14 +86,24 @@ def test_model_drafter_shares_encoder_and_matches_generate(engine, speech):
     ref, _ = reference_decode(engine.decoder, enc.enc, opts, enc.duration_s)
     for model, perfect in ((weak, False), (engine.main.model, True)):
         assert same_encoder(engine.main.model, model)
-        helper = SpeculativeDecoder(model, engine.main.processor, "cpu", torch.float32)
-        step = AssistantDecoder(helper, share_encoder=True)
-        step.set_window(enc.enc, None)
-        got = engine.decoder.decode(enc.enc, opts, ModelDrafter(step), enc.duration_s)
+        spec = WhisperSpec(model, engine.main.processor)
+        assert same_tokenizer(engine.spec, spec)
+        helper = AssistantDecoder(DecoderStep(model, spec, "cpu", torch.float32))
+        assert helper.share_encoder
+        helper.set_window(enc.enc, None)
+        got = engine.decoder.decode(enc.enc, opts, ModelDrafter(helper), enc.duration_s)
         assert list(got.tokens) == ref
         if perfect:
             assert got.stats.accepted == got.stats.drafted - 0
             assert got.stats.forward_passes <= len(ref) // 4 + 2
+    # an assistant with its own encoder (here the same weights, run again from the features)
+    own = AssistantDecoder(
+        DecoderStep(weak, WhisperSpec(weak, engine.main.processor), "cpu", torch.float32),
+        WhisperFrontEnd(weak, engine.main.processor, "cpu", torch.float32),
+    )
+    own.set_window(enc.enc, enc.features)
+    got = engine.decoder.decode(enc.enc, opts, ModelDrafter(own), enc.duration_s)
+    assert list(got.tokens) == ref
 
 
 def test_loop_guard_bounds_tokens_on_reference_and_speculative_paths(engine, speech):
@@ -115,12 +128,12 @@ def test_fallback_paths_match_generate(engine, speech):
     decoders and GPUs use) decode to the same tokens as generate too."""
     from streamcap.decoding.screen import cpu_bf16_is_fast
 
-    assert engine.decoder.lean is not None
-    assert (engine.decoder.screen is not None) == cpu_bf16_is_fast()
+    assert engine.decoder.step.lean is not None
+    assert (engine.decoder.step.screen is not None) == cpu_bf16_is_fast()
     plain = SpeculativeDecoder(
         engine.main.model, engine.main.processor, "cpu", torch.float32, lean=False, screen=False
     )
-    assert plain.lean is None and plain.screen is None
+    assert plain.step.lean is None and plain.step.screen is None
     opts = DecodingOptions(language="en")
     prev: tuple[int, ...] = ()
     for window in _windows(speech["en_real_librivox_0870"], 3.0):

@@ -11,23 +11,24 @@ import torch
 
 from streamcap.decoding import DecodingOptions
 from streamcap.decoding.lean import LeanCache, LeanDecoder, supports
-from streamcap.decoding.speculative import SpeculativeDecoder, _crop
+from streamcap.decoding.speculative import SpeculativeDecoder
+from streamcap.decoding.step import DecoderStep, crop_cache
 
 
 @pytest.fixture(scope="module")
-def hf_decoder(engine) -> SpeculativeDecoder:
+def hf_decoder(engine) -> DecoderStep:
     """The same model through transformers' own forward and full fp32 projection."""
     return SpeculativeDecoder(
         engine.main.model, engine.main.processor, "cpu", torch.float32, lean=False, screen=False
-    )
+    ).step
 
 
 @pytest.mark.parametrize("context_s", [None, 6.0])
 @torch.inference_mode()
 @pytest.mark.parametrize("clip", ["en_real_jfk", "en_real_librivox_0870"])
 def test_lean_hidden_states_are_bit_identical(engine, hf_decoder, speech, clip, context_s):
-    assert engine.decoder.lean is not None and supports(engine.decoder.decoder)
-    lean: LeanDecoder = engine.decoder.lean
+    assert engine.decoder.step.lean is not None and supports(engine.decoder.step.decoder)
+    lean: LeanDecoder = engine.decoder.step.lean
     enc = engine.encode(speech[clip], context_s=context_s)
     opts = DecodingOptions(language="en")
     result = engine.decode(enc, opts, drafter="none")
@@ -39,30 +40,30 @@ def test_lean_hidden_states_are_bit_identical(engine, hf_decoder, speech, clip, 
         "verify-sized steps": [4, 3, 1, 5, 2, 8] + [1] * len(tokens),
     }
     for name, steps in schedules.items():
-        hf_cache, lean_cache = hf_decoder._new_cache(), lean.new_cache()
+        hf_cache, lean_cache = hf_decoder.new_cache(), lean.new_cache()
         pos = 0
         for n in steps:
             chunk = tokens[pos : pos + n]
             if not chunk:
                 break
-            want = hf_decoder._forward(chunk, hf_cache, enc.enc)
+            want = hf_decoder.forward(chunk, hf_cache, enc.enc)
             got = lean.forward(chunk, lean_cache, enc.enc)
             assert torch.equal(want, got), f"{name}: rows {pos}..{pos + n} differ"
             pos += n
         # a rejected draft: crop both caches and feed a different continuation
-        _crop(hf_cache, 6)
+        crop_cache(hf_cache, 6)
         lean_cache.crop(-(lean_cache.get_seq_length() - 6))
         assert lean_cache.get_seq_length() == 6
         other = [tokens[7], tokens[6], tokens[8]]
         assert torch.equal(
-            hf_decoder._forward(other, hf_cache, enc.enc),
+            hf_decoder.forward(other, hf_cache, enc.enc),
             lean.forward(other, lean_cache, enc.enc),
         )
 
 
 @torch.inference_mode()
 def test_lean_cache_bounds_and_window_change(engine, speech):
-    lean: LeanDecoder = engine.decoder.lean
+    lean: LeanDecoder = engine.decoder.step.lean
     cache = lean.new_cache()
     assert isinstance(cache, LeanCache) and cache.get_seq_length() == 0
     first = engine.encode(speech["en_real_jfk"][: 3 * 16000]).enc

@@ -27,7 +27,7 @@ import pytest
 from pulse_mic import PulseMic
 
 from streamcap.audio import load_audio
-from streamcap.core.captions import Caption
+from streamcap.core.captions import Caption, CaptionLog
 from streamcap.core.text import norm_text
 from streamcap.runtime.clock import RealClock, SimulatedClock
 from streamcap.runtime.stream import LiveConfig, LiveStream, replay
@@ -55,8 +55,10 @@ def engine():  # type: ignore[no-untyped-def]
 
 
 def collect(stream: LiveStream) -> list[tuple[float, Caption]]:
+    """Number the stream's events into a log of our own (the sink owns the sequence)."""
     events: list[tuple[float, Caption]] = []
-    stream.on_caption = lambda cap: events.append((stream.now(), cap))
+    sink = CaptionLog(stream.stream_id)
+    stream.on_caption = lambda ev: events.append((stream.now(), sink.add(ev)))
     return events
 
 
@@ -106,8 +108,7 @@ def test_file_on_the_simulated_clock_gives_exact_finals(engine) -> None:  # type
         ref, _ = reference_decode(engine.decoder, enc.enc, out.options, enc.duration_s)
         assert tuple(ref) == out.result.tokens
     stats = stream.stats()
-    assert stats["finals"] == len(final_jobs) and stats["accepted"] > 0
-    assert stream.log.finals()[-1].seq == max(c.seq for c in finals)
+    assert stats.finals == len(final_jobs) and stats.decode.accepted > 0
 
 
 @pytest.mark.model
@@ -153,7 +154,7 @@ def test_two_streams_share_one_worker_thread_in_real_time(engine) -> None:  # ty
         assert wer(clip, " ".join(c.text for c in finals)) <= 0.25
     with pytest.raises(RuntimeError):
         streams["a"].feed(np.zeros(160, np.float32))
-    assert worker.total_stats()["streams"] == 2
+    assert worker.total_stats().streams == 2
 
 
 # --------------------------------------------------------------------------- command line
@@ -259,3 +260,45 @@ def test_dictate_through_a_virtual_microphone(pulse_mic: PulseMic, tmp_path: Pat
     assert saved and saved == [g for g in got if g.strip()]
     text = norm_text(" ".join(saved))
     assert "fellow americans" in text and "country" in text
+
+
+@pytest.mark.model
+def test_feeding_never_waits_for_the_worker(engine) -> None:  # type: ignore[no-untyped-def]
+    """The thread contract: while the worker thread holds the stream (here: a decode observer
+    that does not return), `feed` and `finish` return at once, and the audio they brought is
+    processed, in order, when the worker lets go."""
+    worker = InferenceWorker(engine).start()
+    try:
+        stream = LiveStream("t", worker, None, LiveConfig(language="en"), RealClock())
+        events = collect(stream)
+        holding = threading.Event()  # the worker is inside the observer right now
+        release = threading.Event()
+
+        def observe(job: DecodeJob, out: JobOutcome) -> None:
+            if not release.is_set():
+                holding.set()
+                release.wait(20)
+                holding.clear()
+
+        stream.decode_observer = observe
+        jfk = load_audio(DATA / "en_real_jfk.wav")
+        chunks = [jfk[i : i + SR // 10] for i in range(0, len(jfk), SR // 10)]
+        chunks += [np.zeros(SR // 10, np.float32)] * 15
+        fed_while_held = 0
+        for i, chunk in enumerate(chunks):
+            if i == 30:  # 3 s in: a partial decode is due; wait until the worker holds on
+                assert holding.wait(60)
+            stream.feed(chunk)
+            fed_while_held += holding.is_set()
+        stream.finish()
+        finished_while_held = holding.is_set()
+        release.set()
+        assert stream.wait_idle(120)
+    finally:
+        worker.stop()
+    assert fed_while_held > 10 and finished_while_held  # returned while the worker held it
+    assert not stream.errors
+    finals = " ".join(c.text for _, c in events if c.type == "final")
+    assert "fellow americans" in norm_text(finals) and "your country" in norm_text(finals)
+    seqs = [c.seq for _, c in events]
+    assert seqs == list(range(1, len(seqs) + 1))

@@ -45,7 +45,7 @@ def test_converted_model_decodes_like_ctranslate2(name, speech, tmp_path, engine
     spec = ours.spec
     prefix = spec.prefix(spec.language_id("en") if spec.multilingual else None, DecodingOptions())
     for clip in CLIPS:
-        features = ours.decoder.features(speech[clip])  # the same log-mel for both
+        features = ours.frontend.features(speech[clip])  # the same log-mel for both
         result = ct2.generate(
             ctranslate2.StorageView.from_array(np.ascontiguousarray(features.numpy())),
             [prefix],
@@ -55,7 +55,7 @@ def test_converted_model_decodes_like_ctranslate2(name, speech, tmp_path, engine
             suppress_tokens=[-1],
         )[0]
         ct2_tokens = [t for t in result.sequences_ids[0] if t != spec.eot]
-        enc = ours.decoder.encode(features)
+        enc = ours.frontend.encode(features)
         got = ours.decoder.decode(
             enc, DecodingOptions(language="en" if spec.multilingual else None)
         )

@@ -72,8 +72,8 @@ class Driver:
     def __init__(
         self, config: PolicyConfig, decoder: FakeDecoder, cost: float = 0.2, tick: bool = True
     ) -> None:
-        self.log = CaptionLog("t")
-        self.policy = CaptionPolicy(config, self.log)
+        self.log = CaptionLog("t")  # the sink: it numbers what the policy emits
+        self.policy = CaptionPolicy(config)
         self.decoder = decoder
         self.cost = cost
         self.tick = tick
@@ -85,7 +85,7 @@ class Driver:
         self.prepared: dict[int, tuple[int, ...] | None] = {}
 
     def apply(self, step: Step) -> None:
-        self.captions += [(self.now, c) for c in step.captions]
+        self.captions += [(self.now, self.log.add(c)) for c in step.captions]
         self.queue += step.requests
         self.requests += step.requests
 
@@ -104,9 +104,9 @@ class Driver:
     def events(self, events: list[object], stream_time: float) -> None:
         self.run_until(stream_time)
         for ev in events:
-            self.apply(self.policy.on_event(ev, self.now))  # type: ignore[arg-type]
+            self.apply(self.policy.on_event(ev))  # type: ignore[arg-type]
         if self.tick:
-            self.apply(self.policy.on_tick(stream_time, self.now))
+            self.apply(self.policy.on_tick(stream_time))
 
     def drain(self) -> None:
         self.run_until(float("inf"))
@@ -221,14 +221,14 @@ def test_partials_show_locked_words_as_committed() -> None:
 
 def _locked_window(cfg: PolicyConfig, partial_text: str, final_text: str) -> list[Caption]:
     """Two agreeing partials lock words, then the window's exact decode says `final_text`."""
-    pol = CaptionPolicy(cfg, CaptionLog("t"))
-    pol.on_event(SpeechStart(0.0), 0.0)
+    pol = CaptionPolicy(cfg)
+    pol.on_event(SpeechStart(0.0))
     caps: list[Caption] = []
     for k in (1, 2):
         ev = SpeechAudio(np.zeros(SR, np.float32), k - 1.0, float(k))
-        (req,) = pol.on_event(ev, float(k)).requests
+        (req,) = pol.on_event(ev).requests
         caps += pol.on_result(req, result(partial_text), k + 0.1).captions
-    (final,) = pol.on_event(SpeechEnd(0.0, 2.0, "silence"), 2.2).requests
+    (final,) = pol.on_event(SpeechEnd(0.0, 2.0, "silence")).requests
     return caps + pol.on_result(final, result(final_text), 2.5).captions
 
 
@@ -290,17 +290,16 @@ def test_a_pause_closes_the_window_early_and_speech_resumes_in_a_new_one() -> No
 def test_dropped_partial_is_requested_again_and_finals_still_come() -> None:
     words = script("alpha beta gamma delta", 0.0, 0.5)
     cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=None, agreement=0)
-    log = CaptionLog("t")
-    pol = CaptionPolicy(cfg, log)
-    step = pol.on_event(SpeechStart(0.0), 0.0)
+    pol = CaptionPolicy(cfg)
+    step = pol.on_event(SpeechStart(0.0))
     reqs: list[DecodeRequest] = []
-    for t, evs in audio_events(0.0, 1.0):
+    for _t, evs in audio_events(0.0, 1.0):
         for ev in evs:
-            reqs += pol.on_event(ev, t).requests  # type: ignore[arg-type]
+            reqs += pol.on_event(ev).requests  # type: ignore[arg-type]
     assert len(reqs) == 1 and reqs[0].kind == "partial"
     step = pol.on_result(reqs[0], None, 1.0)  # the worker dropped it as stale
     assert [r.kind for r in step.requests] == ["partial"]  # the audio since is due again
-    step2 = pol.on_event(SpeechEnd(0.0, 1.0, "silence"), 1.1)
+    step2 = pol.on_event(SpeechEnd(0.0, 1.0, "silence"))
     final = step2.requests[0]
     caps = pol.on_result(final, FakeDecoder(words)(final), 1.3).captions
     assert [c.text for c in caps] == ["Alpha beta"]
@@ -356,44 +355,43 @@ def test_split_before_the_open_window_keeps_it() -> None:
 
 def test_no_caption_from_silence_and_empty_final_clears_a_shown_partial() -> None:
     cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=None, agreement=0)
-    log = CaptionLog("t")
-    pol = CaptionPolicy(cfg, log)
-    pol.on_event(SpeechStart(0.0), 0.0)
-    reqs = pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 0.0, 1.0), 1.0).requests
+    pol = CaptionPolicy(cfg)
+    pol.on_event(SpeechStart(0.0))
+    reqs = pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 0.0, 1.0)).requests
     shown = pol.on_result(reqs[0], result("uh huh", no_speech=0.05), 1.1).captions
     assert [c.type for c in shown] == ["partial"]
-    final = pol.on_event(SpeechEnd(0.0, 1.0, "silence"), 1.2).requests[0]
+    final = pol.on_event(SpeechEnd(0.0, 1.0, "silence")).requests[0]
     caps = pol.on_result(final, result("Thank you.", no_speech=0.5), 1.5).captions
     assert [(c.type, c.text, c.segment) for c in caps] == [("final", "", shown[0].segment)]
     # pure noise: nothing shown, nothing emitted
-    pol.on_event(SpeechStart(2.0), 2.0)
-    pol.on_event(SpeechAudio(np.zeros(SR // 5, np.float32), 2.0, 2.2), 2.2)
-    final = pol.on_event(SpeechEnd(2.0, 2.2, "silence"), 2.6).requests[0]
+    pol.on_event(SpeechStart(2.0))
+    pol.on_event(SpeechAudio(np.zeros(SR // 5, np.float32), 2.0, 2.2))
+    final = pol.on_event(SpeechEnd(2.0, 2.2, "silence")).requests[0]
     assert pol.on_result(final, result("you", no_speech=0.9, logprob=-1.5), 3.0).captions == []
     assert pol.committed_text == ""
 
 
 def test_repetition_loop_in_a_final_is_cut_to_one_copy() -> None:
     cfg = PolicyConfig(partial_interval_s=5.0, pause_final_s=None, agreement=0)
-    pol = CaptionPolicy(cfg, CaptionLog("t"))
-    pol.on_event(SpeechStart(0.0), 0.0)
-    pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 0.0, 1.0), 1.0)
-    final = pol.on_event(SpeechEnd(0.0, 1.0, "silence"), 1.2).requests[0]
+    pol = CaptionPolicy(cfg)
+    pol.on_event(SpeechStart(0.0))
+    pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 0.0, 1.0))
+    final = pol.on_event(SpeechEnd(0.0, 1.0, "silence")).requests[0]
     looped = result("I said no no no no no no no", stopped_by="loop")
     assert [c.text for c in pol.on_result(final, looped, 1.5).captions] == ["I said no"]
-    pol.on_event(SpeechStart(2.0), 2.0)
-    pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 2.0, 3.0), 3.0)
-    final = pol.on_event(SpeechEnd(2.0, 3.0, "silence"), 3.2).requests[0]
+    pol.on_event(SpeechStart(2.0))
+    pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 2.0, 3.0))
+    final = pol.on_event(SpeechEnd(2.0, 3.0, "silence")).requests[0]
     four = result("Nihonu, Nihonu, Nihonu, Nihonu,")  # under the decoder's loop guard
     assert [c.text for c in pol.on_result(final, four, 3.5).captions] == ["Nihonu,"]
 
 
 def test_prompt_is_the_end_of_the_committed_text() -> None:
     cfg = PolicyConfig(prompt_chars=12, pause_final_s=None, agreement=0, partial_interval_s=9)
-    pol = CaptionPolicy(cfg, CaptionLog("t"))
-    pol.on_event(SpeechStart(0.0), 0.0)
-    pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 0.0, 1.0), 1.0)
-    final = pol.on_event(SpeechEnd(0.0, 1.0, "silence"), 1.2).requests[0]
+    pol = CaptionPolicy(cfg)
+    pol.on_event(SpeechStart(0.0))
+    pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 0.0, 1.0))
+    final = pol.on_event(SpeechEnd(0.0, 1.0, "silence")).requests[0]
     assert pol.prepare(final).prompt == ""
     pol.on_result(final, result("Hello there my friends."), 1.5)
     assert pol.prompt_text() == "my friends."  # whole words only

@@ -29,7 +29,8 @@ def _rows(engine, speech, clips: list[str]) -> torch.Tensor:
         opts = DecodingOptions(language="en")
         result = engine.decode(enc, opts, drafter="none")
         tokens = engine.spec.prefix(engine.spec.language_id("en"), opts) + list(result.tokens)
-        rows.append(engine.decoder._forward(tokens, engine.decoder._new_cache(), enc.enc))
+        step = engine.decoder.step
+        rows.append(step.forward(tokens, step.new_cache(), enc.enc))
     return torch.cat(rows)
 
 
@@ -39,8 +40,9 @@ def states(engine, speech) -> torch.Tensor:
 
 
 def test_error_bounds_hold_on_real_decoder_states(engine, states):
-    screen = ScreenedProjection(engine.decoder.proj_out.weight)
-    exact = torch.nn.functional.linear(states, engine.decoder.proj_out.weight)
+    weight = engine.decoder.step.proj_out.weight
+    screen = ScreenedProjection(weight)
+    exact = torch.nn.functional.linear(states, weight)
     vocab = torch.arange(exact.shape[1])
     for m in (1, 3, 8):  # int8 for a few rows, bf16 for more
         for i in range(0, states.shape[0] - m, m):
@@ -54,13 +56,13 @@ def test_error_bounds_hold_on_real_decoder_states(engine, states):
 
 
 def test_choices_equal_the_fp32_argmax_with_suppress_rules(engine, states):
-    dec = engine.decoder
+    dec = engine.decoder.step
     screen = ScreenedProjection(dec.proj_out.weight)
     exact = torch.nn.functional.linear(states, dec.proj_out.weight)
     all_sizes: list[int] = []
     for m in (1, 2, 8):
         for i in range(0, states.shape[0] - m, m):
-            banned = [dec._begin if j == 0 else dec._suppress for j in range(m)]
+            banned = [dec.begin_mask if j == 0 else dec.suppress_mask for j in range(m)]
             _, choices, sizes = screen.choose(states[i : i + m], banned)
             want = exact[i : i + m].clone()
             for j in range(m):

@@ -85,19 +85,69 @@ def test_finals_first_stale_partials_dropped_streams_take_turns() -> None:
     w.submit(job(rec, "a", "partial", 1))
     w.submit(job(rec, "b", "partial", 1))
     w.submit(job(rec, "a", "partial", 1, 2.0))  # newer partial of "a": the first is stale
-    assert rec.done == [("a", "partial", 1, True)]
     w.submit(job(rec, "c", "partial", 4))
     w.submit(job(rec, "c", "final", 3))  # an older window's final leaves c's partial alone
     w.submit(job(rec, "b", "final", 1))  # b's final drops b's waiting partial of window 1
-    assert rec.done[-1] == ("b", "partial", 1, True)
-    assert w.queue_depth == 4
+    assert rec.done == []  # submit never calls back: the stepping thread hears of drops
+    assert w.queue_depth == 4 and not w.idle("a") and not w.idle("b")
     assert w.run_pending() == 4
+    assert rec.done[:2] == [("a", "partial", 1, True), ("b", "partial", 1, True)]
     ran = [d[:3] for d in rec.done if not d[3]]
     assert ran == [("c", "final", 3), ("b", "final", 1), ("a", "partial", 1), ("c", "partial", 4)]
     stats = w.total_stats()
-    assert stats["finals"] == 2 and stats["partials"] == 2 and stats["dropped_partials"] == 2
-    assert stats["forward_passes"] == 12 and stats["queue_depth"] == 0
-    assert w.stream_stats("c")["jobs"] == 2 and w.idle()
+    assert stats.finals == 2 and stats.partials == 2 and stats.dropped_partials == 2
+    assert stats.decode.forward_passes == 12 and stats.queue_depth == 0
+    assert stats.as_dict()["forward_passes"] == 12 and stats.as_dict()["streams"] == 3
+    assert w.stream_stats("c").jobs == 2 and w.stream_stats("b").dropped_partials == 1
+    assert "streams" not in w.stream_stats("c").as_dict() and w.idle()
+
+
+def test_submit_never_calls_back_in_the_submitting_thread() -> None:
+    """Drops are told by the worker's own thread, so a feeder (the server's event loop) is
+    never re-entered from inside its own `submit`."""
+    gate = threading.Event()
+    engine = FakeEngine(gate)
+    seen: list[tuple[str, bool, str]] = []
+    submitting = threading.current_thread().name
+
+    def on_done(j: DecodeJob, outcome: JobOutcome) -> None:
+        seen.append((j.kind, outcome.dropped, threading.current_thread().name))
+
+    w = InferenceWorker(engine, name="worker-under-test").start()  # type: ignore[arg-type]
+    try:
+        audio = np.zeros(SR, np.float32)
+        w.submit(DecodeJob("s", "final", 1, audio, on_done))
+        assert engine.started.wait(5)  # the worker is busy with that final
+        w.submit(DecodeJob("s", "partial", 2, audio, on_done))
+        w.submit(DecodeJob("s", "partial", 3, audio, on_done))  # drops the partial of window 2
+        w.submit(DecodeJob("s", "final", 3, audio, on_done))  # drops the partial of window 3
+        assert seen == [] and not w.idle("s")
+        gate.set()
+        assert w.wait_idle(10)
+    finally:
+        w.stop()
+    assert sorted(seen) == [
+        ("final", False, "worker-under-test"),
+        ("final", False, "worker-under-test"),
+        ("partial", True, "worker-under-test"),
+        ("partial", True, "worker-under-test"),
+    ]
+    assert all(name != submitting for _, _, name in seen)
+    assert w.total_stats().dropped_partials == 2
+
+
+def test_a_stepped_worker_tells_drops_in_the_stepping_thread() -> None:
+    """Without a thread, drops are told by `run_one` (before the next job) or by `stop`."""
+    rec = Recorder()
+    w = InferenceWorker(FakeEngine())  # type: ignore[arg-type]
+    w.submit(job(rec, "a", "partial", 1))
+    w.submit(job(rec, "a", "partial", 2))
+    assert rec.done == [] and not w.idle("a") and w.queue_depth == 1
+    assert w.run_one()
+    assert rec.done == [("a", "partial", 1, True), ("a", "partial", 2, False)]
+    w.submit(job(rec, "b", "partial", 1))
+    w.stop()
+    assert rec.done[-1] == ("b", "partial", 1, True) and w.idle()
 
 
 def test_per_stream_stats_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,10 +161,10 @@ def test_per_stream_stats_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         w.run_pending()
         w.submit(job(rec, "busy", "final", 1))  # stays the most recently active
         w.run_pending()
-    assert len(w._streams) == 3 and w.total_stats()["streams"] == 7
-    assert w.stream_stats("busy")["jobs"] == 6
-    assert w.stream_stats("s5")["jobs"] == 1 and w.stream_stats("s0")["jobs"] == 0
-    assert w.total_stats()["jobs"] == 12
+    assert len(w._streams) == 3 and w.total_stats().streams == 7
+    assert w.stream_stats("busy").jobs == 6
+    assert w.stream_stats("s5").jobs == 1 and w.stream_stats("s0").jobs == 0
+    assert w.total_stats().jobs == 12
 
 
 def test_threaded_backlog_stays_bounded_and_every_final_is_decoded() -> None:
@@ -139,7 +189,7 @@ def test_threaded_backlog_stays_bounded_and_every_final_is_decoded() -> None:
     assert len(finals) == 10 and not any(d[3] for d in finals)  # never fewer finals
     ran_partials = [d for d in rec.done if d[1] == "partial" and not d[3]]
     assert len(ran_partials) <= 6  # when behind: fewer partials (the first + one per stream)
-    assert w.total_stats()["max_queue_depth"] <= 15
+    assert w.total_stats().max_queue_depth <= 15
     assert not w.threaded
 
 
@@ -165,7 +215,7 @@ def test_prepare_runs_when_the_job_starts_and_errors_do_not_stop_the_worker() ->
     assert rec.outcomes[0].error is not None and rec.outcomes[0].result is None
     assert rec.outcomes[1].result is not None and rec.outcomes[1].hypothesis == (1, 2, 3)
     assert seen[0].prompt_ids == tuple(ord(c) for c in "new")
-    assert w.total_stats()["errors"] == 1
+    assert w.total_stats().errors == 1
 
 
 def test_stop_drains_finals_and_drops_partials() -> None:

@@ -96,7 +96,7 @@ def _open_av(p: Path) -> tuple[av.container.InputContainer, av.audio.stream.Audi
             f"cannot decode {p}: not a readable audio or video file ({_one_line(e)})"
         ) from e
     if not container.streams.audio:
-        kinds = sorted({s.type for s in container.streams}) or ["no streams"]
+        kinds: list[str] = sorted({str(s.type) for s in container.streams}) or ["no streams"]
         container.close()
         raise AudioError(f"no audio track in {p} (it has: {', '.join(kinds)})")
     return container, container.streams.audio[0]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-#: The sample rate of all audio inside the pipeline.
-TARGET_RATE = 16000
+from streamcap.core.constants import SAMPLE_RATE
+
+#: The sample rate of all audio inside the pipeline (the audio API's name for `SAMPLE_RATE`).
+TARGET_RATE = SAMPLE_RATE
 
 
 def to_mono_float32(chunk: np.ndarray) -> np.ndarray:

@@ -17,73 +17,135 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+from streamcap.cli.common import add_model_flags, load_engine, positive_float
+from streamcap.core.constants import SAMPLE_RATE
+from streamcap.errors import UserError
 
-from streamcap.core.policy import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S
+SR = SAMPLE_RATE
 
-SR = 16000
+MANIFEST_HELP = """\
+manifest: a JSONL file, one JSON object per line (blank lines skipped), one utterance each:
+  {"id": "en_real_jfk", "audio": "wav/en_real_jfk.wav", "text": "And so my fellow ...",
+   "lang": "en", "kind": "real", "duration": 11.0}
+  id        name shown in the per-utterance lines and the --json output (required)
+  audio     audio file, relative to the manifest's folder (required)
+  lang      language code: --lang filters on it; a multilingual model decodes in it
+            (missing: the language is detected)
+  kind      free label, e.g. real or tts: --kind filters on it
+  duration  seconds: --max-duration filters on it (missing: kept)
+  text      the reference transcript: not read here (speed is measured, and every decode is
+            checked token for token against plain greedy instead); scripts/eval_stream.py
+            scores it
+Other fields are ignored. ../shared/eval-dev/manifest.jsonl is one.
+"""
 
 
 def windows(duration: float, step: float) -> list[float]:
+    import numpy as np
+
     ends = list(np.arange(step, duration, step)) if step > 0 else []
     return [*ends, duration]
 
 
-def add_bench_arguments(ap: argparse.ArgumentParser, *, model_flags: bool = True) -> None:
-    ap.add_argument("--manifest", required=True)
-    ap.add_argument("--json", dest="json_out")
-    ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--lang", default=None, help="only utterances of this language")
-    ap.add_argument("--kind", default=None, help="only this kind (real, tts, ...)")
-    ap.add_argument("--step", type=float, default=1.0)
-    if model_flags:
-        ap.add_argument("--model", default="base")
-        ap.add_argument("--assistant", default=None)
-        ap.add_argument("--device", default="auto")
-        ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--max-duration", type=float, default=30.0)
-    ap.add_argument(
+def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    add_bench_arguments(p)
+    p.set_defaults(func=run_bench)
+
+
+def add_bench_arguments(ap: argparse.ArgumentParser) -> None:
+    """The benchmark's flags, the model group included (shared with `streamcap bench`)."""
+    from streamcap.core.policy import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S
+
+    ap.epilog = MANIFEST_HELP
+    g = ap.add_argument_group("benchmark")
+    g.add_argument(
+        "--manifest", required=True, metavar="JSONL", help="utterances to run (format below)"
+    )
+    g.add_argument(
+        "--json",
+        dest="json_out",
+        metavar="FILE",
+        help="also write the results here as JSON (default: print only)",
+    )
+    g.add_argument(
+        "--limit", type=int, default=0, metavar="N", help="first N matching utterances (0 = all)"
+    )
+    g.add_argument("--lang", metavar="CODE", help="only utterances of this language (default: all)")
+    g.add_argument("--kind", help="only utterances of this kind, e.g. real or tts (default: all)")
+    g.add_argument(
+        "--step",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds of audio between live decodes of the growing window (0 = final only)",
+    )
+    g.add_argument(
+        "--max-duration",
+        type=positive_float,
+        default=30.0,
+        metavar="S",
+        help="skip utterances longer than this",
+    )
+    g.add_argument(
         "--partial-context-margin",
         type=float,
         default=PARTIAL_CONTEXT_MARGIN_S,
+        metavar="S",
         help="encode partial windows (not the final) with an audio context of their length "
-        "plus this margin, as the live pipeline does (default %(default)s s); all columns "
-        "share that encoder output",
+        "plus this margin, as the live pipeline does; all columns share that encoder output",
     )
-    ap.add_argument("--partial-context-min", type=float, default=PARTIAL_CONTEXT_MIN_S)
-    ap.add_argument(
+    g.add_argument(
+        "--partial-context-min",
+        type=float,
+        default=PARTIAL_CONTEXT_MIN_S,
+        metavar="S",
+        help="shortest audio context of a partial window",
+    )
+    g.add_argument(
         "--full-context",
         dest="partial_context_margin",
         action="store_const",
         const=None,
         help="encode every window on Whisper's standard 30 s input instead",
     )
+    add_model_flags(ap, language=False)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    """`scripts/bench_decoding.py`: the same benchmark without the `streamcap` command."""
+    from streamcap.cli.parser import HelpFormatter
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     add_bench_arguments(ap)
-    return run_bench(ap.parse_args(argv))
+    args = ap.parse_args(argv)
+    try:
+        return run_bench(args)
+    except UserError as e:
+        ap.exit(1, f"{ap.prog}: error: {e}\n")
 
 
-def run_bench(args: argparse.Namespace) -> int:
-    import torch
-
-    from streamcap.audio.file import load_audio
-    from streamcap.decoding.options import DecodingOptions
-    from streamcap.decoding.reference import reference_decode
-    from streamcap.runtime.engine import Engine
-
-    torch.set_grad_enabled(False)
-
-    engine = Engine(args.model, args.assistant, args.device, args.threads)
-    base = Path(args.manifest).parent
-    lines = Path(args.manifest).read_text().splitlines()
-    items = [json.loads(line) for line in lines if line.strip()]
+def read_manifest(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The manifest's utterances that pass the filters; UserError on a missing or bad file."""
+    path = Path(args.manifest)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise UserError(f"cannot read --manifest {path}: {e.strerror or e}") from None
+    items = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{n}: not JSON ({e.msg})") from None
+        if not isinstance(item, dict) or "id" not in item or "audio" not in item:
+            raise UserError(f"{path}:{n}: each line needs an object with \"id\" and \"audio\"")
+        items.append(item)
     items = [
         d
         for d in items
@@ -94,8 +156,25 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.limit:
         items = items[: args.limit]
     if not items:
-        print("no utterances match", file=sys.stderr)
-        return 2
+        raise UserError(f"no utterances in {path} match --lang / --kind / --max-duration")
+    for d in items:
+        audio = path.parent / d["audio"]
+        if not audio.is_file():
+            raise UserError(f"{path}: audio of {d['id']!r} not found: {audio}")
+    return items
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    import torch
+
+    from streamcap.audio.file import load_audio
+    from streamcap.decoding.options import DecodingOptions
+    from streamcap.decoding.reference import reference_decode
+
+    items = read_manifest(args)  # before the model loads
+    base = Path(args.manifest).parent
+    engine = load_engine(args)
+    torch.set_grad_enabled(False)
 
     warm = load_audio(base / items[0]["audio"])[: 2 * SR]
     for _ in range(2):  # warm up both paths so the first timing is not an outlier

@@ -1,57 +1,92 @@
-"""`streamcap serve` and `streamcap demo` (wired into `streamcap.cli`, which adds the model flags:
---model, --assistant, --device, --language, --task, --threads)."""
+"""`streamcap serve`: the caption server from the command line (`streamcap demo` shows it).
+
+Everything a start can fail on (flags, the port, TLS files, the record folder) is checked
+before the model loads, so a port in use costs a second, not a model load. Importing this
+module is cheap; the server itself is imported by the functions that run it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
-import sys
-import time
+import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from streamcap.server.access import is_loopback
-from streamcap.server.app import CaptionServer, ServerConfig
+from streamcap.cli.common import (
+    add_model_flags,
+    add_partial_interval,
+    live_config,
+    load_engine,
+    positive_float,
+    positive_int,
+    say,
+)
+from streamcap.errors import UserError
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
+if TYPE_CHECKING:
+    from streamcap.server.app import CaptionServer
+    from streamcap.server.config import ServerConfig
+
+SERVE_PORT = 8765
 
 
-def _add_common(p: argparse.ArgumentParser, port: int) -> None:
+def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    add_serve_arguments(p)
+    add_model_flags(p)
+    p.set_defaults(func=run_serve)
+
+
+def add_server_flags(p: argparse.ArgumentParser, port: int) -> None:
     g = p.add_argument_group("server")
-    g.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    g.add_argument("--port", type=int, default=port, help=f"port (default: {port}; 0 = any free)")
+    g.add_argument("--host", default="127.0.0.1", help="address to bind")
     g.add_argument(
-        "--record", metavar="DIR", type=Path, help="append every final to DIR/<stream>.jsonl"
+        "--port", type=int, default=port, help=f"TCP port, 0 = any free one (default: {port})"
+    )
+    g.add_argument(
+        "--record",
+        metavar="DIR",
+        type=Path,
+        help="append every final to DIR/<stream>.jsonl (default: no recording)",
     )
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
-    _add_common(p, 8765)
+    from streamcap.server.config import ServerConfig
+
+    add_server_flags(p, SERVE_PORT)
     g = p.add_argument_group("security")
     g.add_argument(
         "--publish-token",
+        metavar="TOKEN",
         default=os.environ.get("STREAMCAP_PUBLISH_TOKEN"),
         help="token needed to publish audio (default: $STREAMCAP_PUBLISH_TOKEN; none = open)",
     )
     g.add_argument(
         "--view-token",
+        metavar="TOKEN",
         default=os.environ.get("STREAMCAP_VIEW_TOKEN"),
         help="token needed to view captions (default: $STREAMCAP_VIEW_TOKEN; none = open)",
     )
-    g.add_argument("--tls-cert", type=Path, help="PEM certificate: serve https/wss")
-    g.add_argument("--tls-key", type=Path, help="PEM private key for --tls-cert")
+    g.add_argument(
+        "--tls-cert", type=Path, metavar="PEM", help="certificate: serve https/wss (default: http)"
+    )
+    g.add_argument(
+        "--tls-key", type=Path, metavar="PEM", help="private key for --tls-cert (default: none)"
+    )
     g.add_argument(
         "--allow-origin",
         action="append",
         default=[],
         metavar="ORIGIN",
         help="browser origin allowed besides the server's own, e.g. https://obs.example; "
-        "'*' allows any (repeatable)",
+        "'*' allows any (repeatable; default: the server's own only)",
     )
     g.add_argument(
         "--allow-host",
@@ -60,48 +95,54 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="host name this server answers to besides IP addresses, localhost and the --host "
         "name, e.g. captions.example or .example.com for a whole domain (repeatable; guards "
-        "against DNS rebinding)",
+        "against DNS rebinding; default: none)",
     )
     g.add_argument(
         "--metrics-token",
+        metavar="TOKEN",
         default=os.environ.get("STREAMCAP_METRICS_TOKEN"),
         help="token needed for /metrics (default: $STREAMCAP_METRICS_TOKEN; none = open when "
         "bound to localhost, loopback clients only otherwise)",
     )
     g = p.add_argument_group("limits")
     d = ServerConfig()
-    g.add_argument("--max-streams", type=int, default=d.max_streams, help="publishers at once")
-    g.add_argument("--max-viewers", type=int, default=d.max_viewers, help="viewers at once")
     g.add_argument(
-        "--max-frame-bytes", type=int, default=d.max_frame_bytes, help="largest audio frame"
-    )
+        "--max-streams", type=positive_int, default=d.max_streams, metavar="N",
+        help="publishers at once",
+    )  # fmt: skip
+    g.add_argument(
+        "--max-viewers", type=positive_int, default=d.max_viewers, metavar="N",
+        help="viewers at once",
+    )  # fmt: skip
+    g.add_argument(
+        "--max-frame-bytes", type=positive_int, default=d.max_frame_bytes, metavar="N",
+        help="largest audio frame a publisher may send, in bytes",
+    )  # fmt: skip
     g.add_argument(
         "--idle-timeout",
-        type=float,
+        type=positive_float,
         default=d.idle_timeout_s,
         metavar="S",
         help="close a publisher silent on the wire this long",
     )
     g.add_argument(
         "--start-timeout",
-        type=float,
+        type=positive_float,
         default=d.start_timeout_s,
         metavar="S",
-        help=f"close a publisher that sends no start message within S seconds "
-        f"(default: {d.start_timeout_s:g})",
+        help="close a publisher that sends no start message within S seconds",
     )
     g.add_argument(
         "--max-frame-rate",
         type=float,
         default=d.max_frame_rate,
         metavar="N",
-        help=f"messages per second a publisher may send on average, empty ones included "
-        f"(default: {d.max_frame_rate:g}; 0 = no limit)",
+        help="messages per second a publisher may send on average, empty ones included "
+        "(0 = no limit)",
     )
     g.add_argument(
         "--max-connections",
         type=int,
-        default=None,
         metavar="N",
         help="open connections at once, counted before any handshake "
         "(default: max streams + max viewers + 64)",
@@ -120,82 +161,121 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="viewer of a stream with no publisher yet: wait for it, or close 1008",
     )
     g.add_argument(
-        "--retain-streams", type=int, default=d.retain_streams, help="ended streams kept for replay"
+        "--retain-streams",
+        type=positive_int,
+        default=d.retain_streams,
+        metavar="N",
+        help="ended streams kept for replay",
     )
     g.add_argument("--web-dir", type=Path, help=argparse.SUPPRESS)
-    g = p.add_argument_group("captions")
-    g.add_argument(
-        "--partial-interval",
-        type=float,
-        default=None,
-        metavar="S",
-        help="seconds of new speech between partial captions (default: the pipeline's)",
-    )
-
-
-def add_demo_arguments(p: argparse.ArgumentParser) -> None:
-    _add_common(p, 0)
-    p.add_argument("--stream", default="demo", help="stream id (default: demo)")
-    p.add_argument("--sample", type=Path, default=SAMPLE, help="speech file to replay")
-    p.add_argument(
-        "--keep-serving", action="store_true", help="keep the server running after the sample"
-    )
+    add_partial_interval(p.add_argument_group("captions"))
 
 
 def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConfig:
-    if demo:
+    """The `ServerConfig` for the flags; its own checks (e.g. --tls-cert without --tls-key)
+    are about flags, so they become one-line errors."""
+    from streamcap.server.config import ServerConfig
+
+    try:
+        if demo:
+            return ServerConfig(
+                host=args.host,
+                port=args.port,
+                record_dir=args.record,
+                default_language=args.language,
+            )
+        burst = args.burst if args.burst and args.burst > 0 else None
+        rate = args.max_frame_rate if args.max_frame_rate and args.max_frame_rate > 0 else None
         return ServerConfig(
             host=args.host,
             port=args.port,
+            publish_token=args.publish_token or None,
+            view_token=args.view_token or None,
+            metrics_token=args.metrics_token or None,
+            allowed_origins=tuple(args.allow_origin),
+            allowed_hosts=tuple(args.allow_host),
+            max_streams=args.max_streams,
+            max_viewers=args.max_viewers,
+            max_connections=args.max_connections,
+            max_frame_bytes=args.max_frame_bytes,
+            idle_timeout_s=args.idle_timeout,
+            start_timeout_s=args.start_timeout,
+            burst_s=burst,
+            max_frame_rate=rate,
+            unknown_stream=args.unknown_stream,
+            retain_streams=args.retain_streams,
             record_dir=args.record,
-            default_language=getattr(args, "language", None),
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            web_dir=args.web_dir,
+            default_language=args.language,
         )
-    burst = args.burst if args.burst and args.burst > 0 else None
-    frame_rate = args.max_frame_rate if args.max_frame_rate and args.max_frame_rate > 0 else None
-    return ServerConfig(
-        host=args.host,
-        port=args.port,
-        publish_token=args.publish_token or None,
-        view_token=args.view_token or None,
-        metrics_token=args.metrics_token or None,
-        allowed_origins=tuple(args.allow_origin),
-        allowed_hosts=tuple(args.allow_host),
-        max_streams=args.max_streams,
-        max_viewers=args.max_viewers,
-        max_connections=args.max_connections,
-        max_frame_bytes=args.max_frame_bytes,
-        idle_timeout_s=args.idle_timeout,
-        start_timeout_s=args.start_timeout,
-        burst_s=burst,
-        max_frame_rate=frame_rate,
-        unknown_stream=args.unknown_stream,
-        retain_streams=args.retain_streams,
-        record_dir=args.record,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        web_dir=args.web_dir,
-        default_language=getattr(args, "language", None),
-    )
+    except ValueError as e:
+        raise UserError(str(e)) from None
 
 
-def _start_worker(args: argparse.Namespace) -> Any:
-    from streamcap.cli import make_engine
+def check_start(config: ServerConfig) -> None:
+    """What would make the server fail once the model is loaded, checked before: the port,
+    the TLS files, the record folder."""
+    if config.port:
+        check_port(config.host, config.port)
+    if config.tls_cert is not None and config.tls_key is not None:
+        import ssl
+
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                config.tls_cert, config.tls_key
+            )
+        except (OSError, ssl.SSLError) as e:
+            raise UserError(
+                f"cannot use --tls-cert {config.tls_cert} / --tls-key {config.tls_key}: "
+                f"{getattr(e, 'strerror', None) or e}"
+            ) from None
+    if config.record_dir is not None:
+        try:
+            config.record_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UserError(f"cannot create --record {config.record_dir}: {e.strerror}") from None
+
+
+def check_port(host: str, port: int) -> None:
+    """UserError if ``host:port`` cannot be bound. The probe binds as the server will (with
+    SO_REUSEADDR, so a port left in TIME_WAIT by a previous run is fine) and closes at once."""
+    try:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as e:
+        raise UserError(f"cannot listen on --host {host!r}: {e.strerror}") from None
+    for family, kind, proto, _name, addr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                with contextlib.suppress(OSError):
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(addr)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise UserError(
+                        f"port {port} on {host} is already in use (another streamcap serve?): "
+                        "pick another with --port, or --port 0 for any free one"
+                    ) from None
+                raise UserError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+
+
+def start_worker(args: argparse.Namespace) -> Any:
     from streamcap.runtime.worker import InferenceWorker
 
-    worker = InferenceWorker(make_engine(args))
+    worker = InferenceWorker(load_engine(args))
     worker.start()
     return worker
 
 
 def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig) -> Any:
-    from dataclasses import replace
-
-    from streamcap.runtime.stream import LiveConfig
     from streamcap.server.config import live_stream_factory
 
-    base = LiveConfig()
-    if getattr(args, "partial_interval", None) is not None:
-        base = replace(base, policy=replace(base.policy, partial_interval_s=args.partial_interval))
+    base = live_config(partial_interval=args.partial_interval)
     return live_stream_factory(worker, base, config.default_language)
 
 
@@ -230,21 +310,25 @@ def startup_lines(server: CaptionServer) -> list[str]:
     return lines
 
 
-async def _run_until_signal(server: CaptionServer) -> None:
+async def run_until_signal(server: CaptionServer) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    print("streamcap: shutting down (finishing open utterances)...", file=sys.stderr)
+    say("streamcap serve: shutting down (finishing open utterances)...")
     await server.close()
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from streamcap.server.access import is_loopback
+    from streamcap.server.app import CaptionServer
+
     config = server_config(args)
+    check_start(config)
     err = Console(stderr=True)
     if not is_loopback(config.host):
         if config.publish_token is None:
@@ -258,101 +342,17 @@ def run_serve(args: argparse.Namespace) -> int:
                 "add --tls-cert/--tls-key for the mic page from other machines"
             )
     _server_logging()
-    err.print("loading model...")
-    worker = _start_worker(args)
+    worker = start_worker(args)
 
     async def main() -> None:
         server = CaptionServer(config, worker, _stream_factory(args, worker, config))
         await server.start()
         for line in startup_lines(server):
             err.print(line, highlight=False, markup=False, soft_wrap=True)
-        await _run_until_signal(server)
+        await run_until_signal(server)
 
     try:
         asyncio.run(main())
     finally:
         worker.stop()
     return 0
-
-
-def run_demo(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from streamcap.audio import load_audio
-
-    audio = load_audio(args.sample)  # fails early and clearly on a bad file
-    config = server_config(args, demo=True)
-    out = Console()
-    out.print("loading model...", style="dim")
-    worker = _start_worker(args)
-    try:
-        return asyncio.run(_demo(config, worker, audio, args, out))
-    finally:
-        worker.stop()
-
-
-async def _demo(
-    config: ServerConfig, worker: Any, audio: Any, args: argparse.Namespace, out: Any
-) -> int:
-    from rich.text import Text
-
-    from streamcap.server.client import publish, watch, ws_url
-
-    server = CaptionServer(config, worker)
-    await server.start()
-    stream = args.stream
-    out.print(f"[bold]streamcap demo[/]: server on {server.url('/')}")
-    out.print(f"overlay: [link]{server.url('/overlay')}?stream={stream}[/link]")
-    base = server.url("", websocket=True)
-    finals: list[str] = []
-    live = {"partial": ""}
-    seen = {"seq": 0}
-
-    async def viewer() -> None:
-        async for ev in watch(ws_url(base, "captions", stream, since=0)):
-            seen["seq"] = max(seen["seq"], int(ev.get("seq", 0)))
-            if ev.get("type") == "final":
-                if live["partial"] and out.is_terminal:
-                    out.file.write("\r\x1b[2K")
-                live["partial"] = ""
-                text = ev["text"].strip()
-                if text:
-                    finals.append(text)
-                    line = Text(f"[{ev['start']:6.2f}-{ev['end']:6.2f}] ", style="dim")
-                    line.append(text, style="bold")
-                    line.append(f"  ({ev['latency_ms']:.0f} ms)", style="dim")
-                    out.print(line, soft_wrap=True)
-            elif ev.get("type") == "partial" and out.is_terminal:
-                live["partial"] = ev["text"].strip()
-                width = max(10, out.width - 4)
-                shown = live["partial"][-width:]
-                out.file.write(f"\r\x1b[2K\x1b[2m… {shown}\x1b[0m")
-                out.file.flush()
-
-    watcher = asyncio.create_task(viewer())
-    seconds = len(audio) / 16000
-    out.print(f"replaying {args.sample.name} ({seconds:.1f} s) as live stream {stream!r}...")
-    t0 = time.monotonic()
-    try:
-        await publish(ws_url(base, "ingest", stream), audio, 16000)
-        # The publisher's close comes after the last final: let the viewer catch up with it.
-        entry = server.hub.get(stream)
-        last = entry.log.last_seq if entry is not None else 0
-        deadline = time.monotonic() + 10
-        while seen["seq"] < last and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        out.print(
-            f"[green]done[/]: {len(finals)} final caption(s) in {time.monotonic() - t0:.1f} s "
-            f"for {seconds:.1f} s of audio"
-        )
-        if args.keep_serving:
-            out.print(f"still serving on {server.url('/')} — Ctrl-C to stop")
-            out.print(f"open the mic page {server.url('/')} or the overlay above")
-            await _run_until_signal(server)
-            return 0
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await watcher
-        await server.close()
-    return 0 if finals else 1

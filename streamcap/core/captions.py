@@ -10,11 +10,33 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 CaptionType = Literal["partial", "final"]
 CAPTION_TYPES: tuple[str, ...] = ("partial", "final")
+
+
+@dataclass(frozen=True)
+class CaptionEvent:
+    """A caption as the policy makes it, not yet numbered: the sink's `CaptionLog` gives it its
+    stream, `seq` and epoch (`CaptionLog.add`), so a stream has exactly one sequence."""
+
+    type: CaptionType
+    segment: int
+    text: str
+    start: float
+    end: float
+    committed_chars: int = 0
+    latency_ms: float = 0.0
+
+    def shifted(self, segments: int, seconds: float) -> CaptionEvent:
+        """The same event with segment numbers and times moved on (a later publisher session
+        of a stream continues after the earlier ones)."""
+        return replace(
+            self, segment=self.segment + segments, start=self.start + seconds,
+            end=self.end + seconds,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -131,6 +153,32 @@ class CaptionLog:
     def __len__(self) -> int:
         return len(self._finals) + len(self._partials)
 
+    def add(self, event: CaptionEvent) -> Caption:
+        """Number and store a new event; returns it for broadcast."""
+        if event.type not in CAPTION_TYPES:
+            raise ValueError(f"caption type must be 'partial' or 'final', got {event.type!r}")
+        self._seq += 1
+        cap = Caption(
+            type=event.type,
+            stream=self.stream,
+            seq=self._seq,
+            segment=event.segment,
+            text=event.text,
+            start=event.start,
+            end=event.end,
+            committed_chars=event.committed_chars,
+            latency_ms=event.latency_ms,
+            epoch=self.epoch,
+        )
+        if cap.type == "partial":
+            self._partials[cap.segment] = cap
+        else:
+            self._partials.pop(cap.segment, None)
+            self._finals.append(cap)
+            if len(self._finals) > self.max_finals:
+                self._finals.popleft()
+        return cap
+
     def emit(
         self,
         type: CaptionType,
@@ -141,30 +189,8 @@ class CaptionLog:
         committed_chars: int = 0,
         latency_ms: float = 0.0,
     ) -> Caption:
-        """Number and store a new event; returns it for broadcast."""
-        if type not in CAPTION_TYPES:
-            raise ValueError(f"caption type must be 'partial' or 'final', got {type!r}")
-        self._seq += 1
-        cap = Caption(
-            type=type,
-            stream=self.stream,
-            seq=self._seq,
-            segment=segment,
-            text=text,
-            start=start,
-            end=end,
-            committed_chars=committed_chars,
-            latency_ms=latency_ms,
-            epoch=self.epoch,
-        )
-        if type == "partial":
-            self._partials[segment] = cap
-        else:
-            self._partials.pop(segment, None)
-            self._finals.append(cap)
-            if len(self._finals) > self.max_finals:
-                self._finals.popleft()
-        return cap
+        """`add` spelled out field by field."""
+        return self.add(CaptionEvent(type, segment, text, start, end, committed_chars, latency_ms))
 
     def since(self, seq: int) -> list[Caption]:
         """Stored events with seq > `seq`, in seq order."""

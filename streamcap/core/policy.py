@@ -1,8 +1,8 @@
 """Caption policy: when to decode, what to commit, what to show. Pure logic, clock passed in.
 
 One `CaptionPolicy` per stream consumes segmenter events and decode results and answers with
-decode requests and caption events (numbered by the stream's `CaptionLog`). No threads, no model,
-no clock of its own: tests replay hours of audio in seconds.
+decode requests and caption events (not numbered: the sink's `CaptionLog` owns the sequence).
+No threads, no model, no clock of its own: tests replay hours of audio in seconds.
 
 How an utterance becomes captions:
 - The open utterance's audio is the current *window*. Every `partial_interval_s` of new audio
@@ -31,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 
-from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import (
@@ -135,7 +135,7 @@ class Step:
     """What one input produced: decode requests to submit and captions to deliver, in order."""
 
     requests: list[DecodeRequest] = field(default_factory=list)
-    captions: list[Caption] = field(default_factory=list)
+    captions: list[CaptionEvent] = field(default_factory=list)
 
     def extend(self, other: Step) -> None:
         self.requests += other.requests
@@ -202,9 +202,8 @@ class CaptionPolicy:
     the worker starts it, so they reflect every result delivered before.
     """
 
-    def __init__(self, config: PolicyConfig | None, log: CaptionLog) -> None:
+    def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config or PolicyConfig()
-        self.log = log
         self._window: _Window | None = None
         self._closed: dict[int, _Window] = {}  # windows whose final decode is outstanding
         self._requests: dict[int, DecodeRequest] = {}
@@ -218,7 +217,7 @@ class CaptionPolicy:
 
     # ------------------------------------------------------------------ inputs
 
-    def on_event(self, event: Event, now: float) -> Step:
+    def on_event(self, event: Event) -> Step:
         step = Step()
         if isinstance(event, SpeechStart):
             self.in_speech = True
@@ -245,7 +244,7 @@ class CaptionPolicy:
             self._done_until = max(self._done_until, event.end)
         return step
 
-    def on_tick(self, stream_time: float, now: float) -> Step:
+    def on_tick(self, stream_time: float) -> Step:
         """The segmenter has analysed audio up to `stream_time`: detect a pause in speech."""
         step = Step()
         pause = self.config.pause_final_s
@@ -262,8 +261,7 @@ class CaptionPolicy:
         if self._requests.pop(request.id, None) is None:
             return step
         if request.kind == "final":
-            w = self._closed.pop(request.window)
-            self._finalise(w, result, now, step)
+            self._finalise(self._closed.pop(request.window), result, now, step)
         else:
             w = self._window if self._window and self._window.id == request.window else None
             w = w or self._closed.get(request.window)
@@ -276,7 +274,7 @@ class CaptionPolicy:
         self._maybe_partial(step)
         return step
 
-    def finish(self, now: float) -> Step:
+    def finish(self) -> Step:
         """End of stream (after the segmenter's flush events): close what is open."""
         step = Step()
         if self._window is not None:
@@ -292,11 +290,6 @@ class CaptionPolicy:
         return DecodeInputs(self.prompt_text(), hyp)
 
     # ------------------------------------------------------------------ queries
-
-    @property
-    def busy(self) -> bool:
-        """Requests are outstanding."""
-        return bool(self._requests)
 
     @property
     def committed_text(self) -> str:
@@ -391,7 +384,7 @@ class CaptionPolicy:
         if text or w.shown:
             committed = len(" ".join(pending))
             step.captions.append(
-                self.log.emit(
+                CaptionEvent(
                     "partial", w.segment, text, w.seg_start, req.end, committed,
                     _latency_ms(now, req.end),
                 )
@@ -448,7 +441,7 @@ class CaptionPolicy:
     ) -> None:
         text = self._display(text)
         step.captions.append(
-            self.log.emit("final", segment, text, start, end, len(text), _latency_ms(now, end))
+            CaptionEvent("final", segment, text, start, end, len(text), _latency_ms(now, end))
         )
         if text:
             self._finals_text.append(text)

@@ -237,7 +237,8 @@ class Segmenter:
         """Speech-band RMS of each frame in dBFS (Hann window, Parseval)."""
         spec = np.fft.rfft(frames * self._hann, axis=1)
         power = (spec.real**2 + spec.imag**2)[:, self._band].sum(axis=1) * self._norm
-        return np.maximum(10.0 * np.log10(power + 1e-20), _FLOOR_DB)
+        levels: np.ndarray = np.maximum(10.0 * np.log10(power + 1e-20), _FLOOR_DB)
+        return levels
 
     def _step(self, f: _Frame, out: list[Event]) -> None:
         if self._state == "silence":

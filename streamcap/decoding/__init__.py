@@ -1,7 +1,13 @@
 """Exact speculative greedy decoding for Whisper.
 
-Names are imported lazily: ``options`` and ``verify`` are pure and light, while the decoder
-pulls in torch, which command-line start-up should not pay for until it decodes.
+One job per module: ``options`` (frozen options, results, stats), ``spec`` (a model's token
+ids and forced prefix), ``frontend`` (log-mel + encoder), ``step`` (one decoder forward and the
+exact greedy choice, over ``lean`` and ``screen``), ``language`` (detection), ``speculative``
+(the decoder loop), ``verify`` and ``guard`` (pure rules), ``drafters`` and ``assistant``
+(where drafts come from), ``reference`` (transformers' ``generate`` under the same rules).
+
+Names are imported lazily: ``options``, ``spec`` and ``verify`` are pure and light, while the
+decoder pulls in torch, which command-line start-up should not pay for until it decodes.
 """
 
 from __future__ import annotations
@@ -12,13 +18,18 @@ from typing import Any
 _EXPORTS = {
     "DecodeResult": "options",
     "DecodeStats": "options",
+    "DecodingError": "spec",
     "DecodingOptions": "options",
+    "DecoderStep": "step",
     "Drafter": "drafters",
     "HypothesisDrafter": "drafters",
     "ModelDrafter": "drafters",
     "NoDrafter": "drafters",
     "LoopGuard": "guard",
     "SpeculativeDecoder": "speculative",
+    "WhisperFrontEnd": "frontend",
+    "WhisperSpec": "spec",
+    "detect_language": "language",
 }
 
 __all__ = sorted(_EXPORTS)

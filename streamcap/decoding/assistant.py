@@ -7,16 +7,18 @@ a whole encoder pass per window.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from streamcap.decoding.speculative import SpeculativeDecoder, _crop
+from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
+from streamcap.decoding.spec import WhisperSpec
+from streamcap.decoding.step import DecoderStep, crop_cache
 
 
-def same_tokenizer(main: SpeculativeDecoder, assistant: SpeculativeDecoder) -> bool:
-    a, b = main.spec, assistant.spec
+def same_tokenizer(main: WhisperSpec, assistant: WhisperSpec) -> bool:
+    """True when the assistant speaks the main model's vocabulary (drafts are main tokens)."""
+    a, b = main, assistant
     return (a.vocab_size, a.eot, a.sot, a.no_timestamps) == (
         b.vocab_size,
         b.eot,
@@ -40,27 +42,36 @@ def same_encoder(main: Any, assistant: Any) -> bool:
 
 
 class AssistantDecoder:
-    """Keeps the assistant's KV cache in step with the main output and drafts k tokens."""
+    """Keeps the assistant's KV cache in step with the main output and drafts k tokens.
 
-    def __init__(self, assistant: SpeculativeDecoder, share_encoder: bool) -> None:
-        self.a = assistant
-        self.share_encoder = share_encoder
+    ``frontend`` is the assistant's own features + encoder, or None when it shares the main
+    encoder output.
+    """
+
+    def __init__(self, step: DecoderStep, frontend: WhisperFrontEnd | None = None) -> None:
+        self.step = step
+        self.frontend = frontend
         self._enc: torch.Tensor | None = None
         self._cache: Any = None
         self._ctx: list[int] = []  # tokens whose keys/values are in the cache
         self._first_row: int | None = None
 
+    @property
+    def share_encoder(self) -> bool:
+        return self.frontend is None
+
     def set_window(self, main_enc: torch.Tensor, audio_features: torch.Tensor | None) -> None:
         """Called once per window, before decoding."""
-        if self.share_encoder:
+        if self.frontend is None:
             self._enc = main_enc
         else:
             assert audio_features is not None
-            feats = audio_features.to(self.a.device, self.a.dtype)
-            self._enc = self.a.encode(feats, positions=feats.shape[-1] // 2)
+            fe = self.frontend
+            feats = audio_features.to(fe.device, fe.dtype)
+            self._enc = fe.encode(feats, positions=feats.shape[-1] // MEL_FRAMES_PER_POSITION)
 
     def reset(self) -> None:
-        self._cache = self.a._new_cache()
+        self._cache = self.step.new_cache()
         self._ctx = []
         self._first_row = None
 
@@ -75,21 +86,17 @@ class AssistantDecoder:
         limit = min(len(self._ctx), len(context) - 1)  # always feed at least one token
         while common < limit and self._ctx[common] == context[common]:
             common += 1
-        _crop(self._cache, common)
+        crop_cache(self._cache, common)
         self._ctx = self._ctx[:common]
         feed = context[common:]
         out: list[int] = []
-        spec = self.a.spec
+        eot = self.step.spec.eot
         for _ in range(k):
-            hidden = self.a._forward(feed, self._cache, self._enc)
+            hidden = self.step.forward(feed, self._cache, self._enc)
             self._ctx += feed
-            logits = self.a._logits(hidden[-1])
-            logits.masked_fill_(self.a._suppress, -math.inf)
-            if len(self._ctx) == self._first_row:
-                logits.masked_fill_(self.a._begin, -math.inf)
-            token = int(logits.argmax())
+            token = self.step.greedy(hidden[-1], begin=len(self._ctx) == self._first_row)
             out.append(token)
-            if token == spec.eot:
+            if token == eot:
                 break
             feed = [token]
         return out

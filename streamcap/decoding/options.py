@@ -1,4 +1,7 @@
-"""Decoding options and results as frozen dataclasses (in the style of openai/whisper)."""
+"""Decoding options and results as frozen dataclasses (in the style of openai/whisper).
+
+Pure and light (no torch): the caption policy in ``streamcap.core`` reads these types.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +21,13 @@ class DecodingOptions:
     initial_draft: int = 8  # K at the start of a decode
 
 
-@dataclass
+@dataclass(frozen=True)
 class DecodeStats:
-    """Counters for one decode (or summed over many)."""
+    """Counters of one decode, or the sum over many: ``total = total + stats``.
+
+    Frozen, so a result's stats say what happened in that decode and nothing adds to them
+    later; whoever sums keeps its own total (``DecodeStats()`` is the zero).
+    """
 
     drafted: int = 0
     accepted: int = 0
@@ -29,13 +36,15 @@ class DecodeStats:
     decoder_s: float = 0.0
     tokens: int = 0
 
-    def add(self, other: DecodeStats) -> None:
-        self.drafted += other.drafted
-        self.accepted += other.accepted
-        self.forward_passes += other.forward_passes
-        self.encoder_s += other.encoder_s
-        self.decoder_s += other.decoder_s
-        self.tokens += other.tokens
+    def __add__(self, other: DecodeStats) -> DecodeStats:
+        return DecodeStats(
+            drafted=self.drafted + other.drafted,
+            accepted=self.accepted + other.accepted,
+            forward_passes=self.forward_passes + other.forward_passes,
+            encoder_s=self.encoder_s + other.encoder_s,
+            decoder_s=self.decoder_s + other.decoder_s,
+            tokens=self.tokens + other.tokens,
+        )
 
     @property
     def acceptance_rate(self) -> float:

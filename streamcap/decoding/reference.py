@@ -15,6 +15,7 @@ from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.modeling_outputs import BaseModelOutput
 
 from streamcap.decoding.guard import LoopGuard
+from streamcap.decoding.language import detect_language
 from streamcap.decoding.options import DecodeStats, DecodingOptions
 from streamcap.decoding.speculative import SpeculativeDecoder
 
@@ -50,7 +51,7 @@ def reference_decode(
     guard = LoopGuard(options.max_tokens_per_second, options.min_token_budget)
     language = options.language
     if spec.multilingual and language is None:
-        lang_token, _ = decoder.detect_language(enc)
+        lang_token, _ = detect_language(decoder.step, enc)
         language = spec.language_of(lang_token)
     lang_token_id = spec.language_id(language) if spec.multilingual and language else None
     prefix = spec.prefix(lang_token_id, options)

@@ -25,6 +25,7 @@ checks it on real decoder states, where the observed error stays far inside it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -116,7 +117,7 @@ class ScreenedProjection:
         return approx, _RowBounds(self, w_err, w_norm, h_norm, hb_norm, h_err, kernel)
 
     def choose(
-        self, rows: torch.Tensor, banned: list[torch.Tensor | None], skip: int = 0
+        self, rows: torch.Tensor, banned: Sequence[torch.Tensor | None], skip: int = 0
     ) -> tuple[torch.Tensor, list[int], list[int]]:
         """Approximate logits (banned tokens at -inf), fp32 argmax per row, candidates per row.
 
@@ -128,8 +129,9 @@ class ScreenedProjection:
         sizes: list[int] = []
         for i in range(skip, rows.shape[0]):
             a = approx[i]
-            if banned[i] is not None:
-                a.masked_fill_(banned[i], -math.inf)
+            mask = banned[i]
+            if mask is not None:
+                a.masked_fill_(mask, -math.inf)
             top = float(a.max())
             # every bound is <= cap, so a token below top - 2 cap cannot reach the best
             # lower bound; the per-token bounds are computed only for the few above it
@@ -178,9 +180,9 @@ class _RowBounds:
     ) -> None:
         self.p, self.w_err, self.w_norm = proj, w_err, w_norm
         self.g = proj.gamma + kernel_round  # per |ŵ|·|ĥ|: fp32 accumulation, kernel rounding
-        self.h_norm = h_norm.tolist()
-        self.hb_norm = hb_norm.tolist()
-        self.h_err = h_err.tolist()
+        self.h_norm: list[float] = h_norm.tolist()
+        self.hb_norm: list[float] = hb_norm.tolist()
+        self.h_err: list[float] = h_err.tolist()
         self.max_w_err = float(w_err.max())
         self.max_w_norm = float(w_norm.max())
         self.max_w32_norm = float(proj.w_norm.max())

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from streamcap.core.constants import SAMPLE_RATE, WINDOW_S
 from streamcap.models.ctranslate2 import ModelFormatError, count_variables, read_variables
 
 ProgressFactory = Callable[[int, str], "Progress"]
@@ -371,9 +372,9 @@ def convert(
                     "feature_extractor_type": "WhisperFeatureExtractor",
                     "processor_class": "WhisperProcessor",
                     "feature_size": config["num_mel_bins"],
-                    "sampling_rate": 16000,
+                    "sampling_rate": SAMPLE_RATE,
                     "hop_length": 160,
-                    "chunk_length": 30,
+                    "chunk_length": int(WINDOW_S),
                     "n_fft": 400,
                     "padding_side": "right",
                     "padding_value": 0.0,

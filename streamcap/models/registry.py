@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -175,7 +174,3 @@ def _safe_parts(model: BundledModel) -> list[Path]:
         return model.parts()
     except ModelNotFoundError:
         return []
-
-
-def read_json(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))

@@ -12,12 +12,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from streamcap.audio.resample import TARGET_RATE
+from streamcap.core.constants import SAMPLE_RATE
 
 
 class Measurement:
@@ -45,8 +45,11 @@ class Clock(Protocol):
         """Account ``seconds`` of compute done outside ``measure()``."""
         ...
 
-    def measure(self) -> Iterator[Measurement]:
-        """Context manager timing a block of compute (and charging it on a simulated clock)."""
+    def measure(self) -> AbstractContextManager[Measurement]:
+        """Context manager timing a block of compute (and charging it on a simulated clock).
+
+        Typed as what ``with`` needs, so a ``@contextmanager`` generator method satisfies it.
+        """
         ...
 
 
@@ -133,7 +136,7 @@ def paced_chunks(
     audio: np.ndarray | Iterable[np.ndarray],
     chunk_s: float,
     clock: Clock,
-    sample_rate: int = TARGET_RATE,
+    sample_rate: int = SAMPLE_RATE,
     speed: float = 1.0,
 ) -> Iterator[np.ndarray]:
     """Yield ``audio`` in chunks, each when its last sample would have arrived live.

@@ -1,6 +1,8 @@
 """The Whisper engine: one main model (and optionally an assistant) on one device.
 
 Everything that touches the model goes through here; the worker thread owns one instance.
+It wires the decoding pieces: the main model's front end (features + encoder) and decoder
+loop, and an assistant's decoder step (plus its own front end unless it shares the encoder).
 """
 
 from __future__ import annotations
@@ -12,17 +14,24 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
+from streamcap.core.constants import (
+    ENCODER_POSITIONS,
+    ENCODER_POSITIONS_PER_S,
+    SAMPLE_RATE,
+    WINDOW_S,
+)
 from streamcap.decoding.assistant import AssistantDecoder, same_encoder, same_tokenizer
 from streamcap.decoding.drafters import Drafter, HypothesisDrafter, ModelDrafter, NoDrafter
+from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
 from streamcap.decoding.options import DecodeResult, DecodingOptions
+from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.speculative import SpeculativeDecoder
+from streamcap.decoding.step import DecoderStep
 from streamcap.models.loader import LoadedModel, Placement, choose_placement, load_model
 from streamcap.models.registry import DEFAULT_MODEL
-
-SAMPLE_RATE = 16000
-WINDOW_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -49,40 +58,39 @@ class Engine:
             torch.set_num_threads(threads)
         self.placement: Placement = choose_placement(device)
         self.main: LoadedModel = load_model(model, self.placement)
-        self.decoder = SpeculativeDecoder(
-            self.main.model, self.main.processor, self.placement.device, self.placement.dtype
-        )
+        device, dtype = self.placement.device, self.placement.dtype
+        self.frontend = WhisperFrontEnd(self.main.model, self.main.processor, device, dtype)
+        self.decoder = SpeculativeDecoder(self.main.model, self.main.processor, device, dtype)
         self.assistant: AssistantDecoder | None = None
         self.assistant_model: Any = None
         if assistant:
             loaded = load_model(assistant, self.placement)
-            a_dec = SpeculativeDecoder(  # drafts need no exactness: no screen
-                loaded.model,
-                loaded.processor,
-                self.placement.device,
-                self.placement.dtype,
-                screen=False,
-            )
-            if not same_tokenizer(self.decoder, a_dec):
+            a_spec = WhisperSpec(loaded.model, loaded.processor)
+            if not same_tokenizer(self.decoder.spec, a_spec):
                 raise ValueError(
                     f"assistant {assistant!r} does not share the tokenizer of {model!r}; "
                     "speculative decoding needs the same vocabulary"
                 )
             shared = same_encoder(self.main.model, loaded.model)
-            self.assistant = AssistantDecoder(a_dec, shared)
+            # drafts need no exactness: no screen
+            a_step = DecoderStep(loaded.model, a_spec, device, dtype, screen=False)
+            a_front = (
+                None if shared else WhisperFrontEnd(loaded.model, loaded.processor, device, dtype)
+            )
+            self.assistant = AssistantDecoder(a_step, a_front)
             # for transformers' own assisted generate (benchmark column): HF's recipe shares
             # the encoder by running the assistant as a decoder-only WhisperForCausalLM
             self.assistant_model = _as_causal_lm(loaded.model) if shared else loaded.model
 
     @property
-    def spec(self) -> Any:
+    def spec(self) -> WhisperSpec:
         return self.decoder.spec
 
     @property
     def multilingual(self) -> bool:
         return self.decoder.spec.multilingual
 
-    def encode(self, audio: np.ndarray, context_s: float | None = None) -> Encoded:
+    def encode(self, audio: npt.NDArray[np.float32], context_s: float | None = None) -> Encoded:
         """Log-mel + encoder for up to 30 s of audio (padded to 30 s as Whisper expects).
 
         ``context_s`` runs the encoder on only the first ``context_s`` seconds of positions
@@ -94,10 +102,13 @@ class Engine:
         t0 = time.perf_counter()
         positions = None
         if context_s is not None:
-            positions = math.ceil(min(WINDOW_S, max(context_s, len(audio) / SAMPLE_RATE)) * 50)
-        short = positions is not None and positions < int(WINDOW_S * 50)
-        features = self.decoder.features(audio, 2 * positions if short and positions else None)
-        enc = self.decoder.encode(features, positions)
+            seconds = min(WINDOW_S, max(context_s, len(audio) / SAMPLE_RATE))
+            positions = math.ceil(seconds * ENCODER_POSITIONS_PER_S)
+        frames = None
+        if positions is not None and positions < ENCODER_POSITIONS and positions:
+            frames = MEL_FRAMES_PER_POSITION * positions
+        features = self.frontend.features(audio, frames)
+        enc = self.frontend.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
 
     def make_drafter(self, kind: str, hypothesis: Sequence[int] | None, enc: Encoded) -> Drafter:
@@ -125,12 +136,13 @@ class Engine:
             self.make_drafter(drafter, hypothesis, encoded),
             duration_s=encoded.duration_s,
         )
-        result.stats.encoder_s = encoded.encoder_s
-        return result
+        # the encoder ran before (once per window, shared by its decodes): its time joins here
+        stats = replace(result.stats, encoder_s=encoded.encoder_s)
+        return replace(result, stats=stats)
 
     def transcribe(
         self,
-        audio: np.ndarray,
+        audio: npt.NDArray[np.float32],
         options: DecodingOptions | None = None,
         hypothesis: Sequence[int] | None = None,
         drafter: str = "auto",

@@ -1,26 +1,42 @@
 """A live caption stream: audio in, caption events out, through the shared inference worker.
 
-`LiveStream` glues the pieces for one stream: the segmenter (run in the caller's thread by
-`feed`, cheap), the caption policy (pure), the `InferenceWorker` (shared by every stream of the
-process) and the stream's `CaptionLog`. The same code serves the microphone (`streamcap
-dictate`), files (`streamcap transcribe --live`) and the caption server.
+`LiveStream` glues the pieces for one stream: the segmenter (cheap), the caption policy (pure)
+and the `InferenceWorker` (shared by every stream of the process). It emits `CaptionEvent`s
+without numbers: the sink (the server's stream log, a CLI's `CaptionLog`) owns the one sequence.
+The same code serves the microphone (`streamcap dictate`), files (`streamcap transcribe
+--live`) and the caption server.
 
-`replay` feeds a whole file through a stream on a real clock (paced, worker thread) or on the
-computation-aware `SimulatedClock` (the worker is stepped in the replaying thread so that each
-job starts exactly when one processor would have been free, and audio that arrived meanwhile is
-fed first).
+Threads. Two threads call into a stream: the one that feeds it (the server's asyncio event loop,
+a microphone reader, a replaying loop) and the worker thread (decode results, `prepare`). The
+feeding thread must never wait for the worker — an event loop that blocks on a decode stalls
+every stream and viewer. So `feed` and `finish` only put their input in the stream's inbox and
+process the inbox if the stream's lock is free at that moment; if the worker holds it, the
+worker processes the inbox before it lets go (whoever holds the lock drains the inbox: nothing
+is lost or reordered). The worker thread may wait for the lock: the feeding thread holds it only
+for segmenter and policy code, never for a decode. `on_caption` runs on whichever of the two
+threads processed the event, with the lock held: it must be quick, thread-safe and must not call
+back into the stream from another thread and wait for it (the server's posts the event to its
+loop with `call_soon_threadsafe`).
+
+`replay` feeds a whole file through a stream at the pace of a clock, with the one pacer
+(`clock.paced_chunks`): on a real clock it sleeps and the worker's thread runs; on the
+computation-aware `SimulatedClock` the worker is stepped in the replaying thread so that each job
+starts exactly when one processor would have been free, and audio that arrived meanwhile is fed
+first.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
-from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.policy import (
     PARTIAL_CONTEXT_MARGIN_S,
@@ -32,10 +48,13 @@ from streamcap.core.policy import (
 )
 from streamcap.core.segmenter import Segmenter, SegmenterConfig
 from streamcap.decoding.options import DecodingOptions
-from streamcap.runtime.clock import Clock, RealClock, SimulatedClock
-from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
+from streamcap.runtime.clock import Clock, RealClock, SimulatedClock, paced_chunks
+from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, StreamStats
 
 log = logging.getLogger(__name__)
+
+#: An inbox item: audio to feed, or None for the end of the stream.
+_Input = np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -68,19 +87,14 @@ class LiveConfig:
 
 
 class LiveStream:
-    """One stream's live captioning.
+    """One stream's live captioning (see the module docstring for the thread contract).
 
-    - ``feed(samples)``: mono float32 16 kHz audio, any chunk size; thread-safe and cheap (the
-      segmenter runs in the caller's thread, decodes go to the worker).
-    - ``finish()``: end of stream; flushes the segmenter so the open utterance is finalised.
-      It returns at once; its final caption follows from the worker, and ``wait_idle(timeout)``
-      blocks until every decode of this stream is done and its captions delivered. After
-      ``finish`` the stream accepts no more audio.
-    - ``on_caption(caption)``: called for every event in ``seq`` order, from the worker thread
-      (or the thread that steps a worker without a thread, see ``replay``), with the stream's
-      lock held: keep it short and do not call back into the stream from another thread
-      and wait for it.
-    - ``log``: the stream's `CaptionLog` (replay store for reconnecting viewers).
+    - ``feed(samples)``: mono float32 16 kHz audio, any chunk size; never blocks.
+    - ``finish()``: end of stream; the segmenter is flushed so the open utterance is finalised.
+      It returns at once; its final follows from the worker, and ``wait_idle(timeout)``
+      blocks until every input is processed and every decode of this stream is done and its
+      captions delivered. After ``finish`` the stream accepts no more audio.
+    - ``on_caption(event)``: every caption event in order, unnumbered (`CaptionEvent`).
 
     Stream time starts with the first sample fed: the clock time of the first ``feed`` minus
     that chunk's duration.
@@ -90,7 +104,7 @@ class LiveStream:
         self,
         stream_id: str,
         worker: InferenceWorker,
-        on_caption: Callable[[Caption], None] | None = None,
+        on_caption: Callable[[CaptionEvent], None] | None = None,
         config: LiveConfig | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -99,13 +113,14 @@ class LiveStream:
         self.config = config or LiveConfig()
         self.clock: Clock = clock or RealClock()
         self.on_caption = on_caption
-        self.log = CaptionLog(stream_id)
         self._segmenter = Segmenter(self.config.segmenter)
-        self._policy = CaptionPolicy(self.config.policy, self.log)
+        self._policy = CaptionPolicy(self.config.policy)
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)
+        self._inbox: deque[_Input] = deque()
         self._outstanding = 0
         self._t0: float | None = None
+        self._input_closed = False
         self._finished = False
         self._language = self.config.language
         self.fed_s = 0.0
@@ -116,49 +131,39 @@ class LiveStream:
     # ------------------------------------------------------------------ public
 
     def feed(self, samples: np.ndarray) -> None:
-        """Push audio (mono float32 in [-1, 1] at 16 kHz)."""
+        """Push audio (mono float32 in [-1, 1] at 16 kHz). Never waits for the worker."""
         x = np.asarray(samples, dtype=np.float32).reshape(-1)
-        with self._lock:
-            if self._finished:
-                raise RuntimeError(f"stream {self.stream_id!r} is finished")
-            if self._t0 is None:
-                self._t0 = self.clock.now() - len(x) / SAMPLE_RATE
-            self.fed_s += len(x) / SAMPLE_RATE
-            events = self._segmenter.push(x)
-            now = self.now()
-            step = Step()
-            for ev in events:
-                step.extend(self._policy.on_event(ev, now))
-            step.extend(self._policy.on_tick(self._segmenter.time, now))
-            self._apply(step)
+        if self._input_closed:
+            raise RuntimeError(f"stream {self.stream_id!r} is finished")
+        if self._t0 is None:
+            self._t0 = self.clock.now() - len(x) / SAMPLE_RATE
+        self.fed_s += len(x) / SAMPLE_RATE
+        self._inbox.append(x)
+        self._drain()
 
     def finish(self) -> None:
         """End of stream: finalise the open utterance (non-blocking; see ``wait_idle``)."""
-        with self._lock:
-            if self._finished:
-                return
-            self._finished = True
-            events = self._segmenter.flush()
-            now = self.now()
-            step = Step()
-            for ev in events:
-                step.extend(self._policy.on_event(ev, now))
-            step.extend(self._policy.finish(now))
-            self._apply(step)
+        if self._input_closed:
+            return
+        self._input_closed = True
+        self._inbox.append(None)
+        self._drain()
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until no decode of this stream is outstanding; False on timeout.
-
-        With a worker that has no thread, runs the worker's jobs in the calling thread.
+        """Block until all input is processed and no decode of this stream is outstanding;
+        False on timeout. With a worker that has no thread, runs its jobs in the calling thread.
         """
         if not self.worker.threaded:
             self.worker.run_pending()
+        self._drain()
         with self._idle:
-            return self._idle.wait_for(lambda: self._outstanding == 0, timeout)
+            return self._idle.wait_for(
+                lambda: self._outstanding == 0 and not self._inbox, timeout
+            )
 
     @property
     def finished(self) -> bool:
-        return self._finished
+        return self._input_closed
 
     @property
     def language(self) -> str | None:
@@ -169,7 +174,7 @@ class LiveStream:
         """Stream time on the clock: seconds since the first sample fed."""
         return self.clock.now() - self._t0 if self._t0 is not None else 0.0
 
-    def stats(self) -> dict[str, float]:
+    def stats(self) -> StreamStats:
         """This stream's decode counters from the worker."""
         return self.worker.stream_stats(self.stream_id)
 
@@ -179,10 +184,54 @@ class LiveStream:
         with self._lock:
             return self._policy.committed_text
 
+    # ------------------------------------------------------------------ the inbox
+
+    def _drain(self) -> None:
+        """Process the inbox if the lock is free now; else its holder does (see the module
+        docstring). Re-checks after letting go: input may arrive between the last look and
+        the release, while another thread found the lock taken."""
+        while self._inbox:
+            if not self._lock.acquire(blocking=False):
+                return
+            try:
+                self._drain_locked()
+            finally:
+                self._lock.release()
+
+    def _drain_locked(self) -> None:
+        while True:
+            try:
+                item = self._inbox.popleft()
+            except IndexError:
+                break
+            try:
+                self._process(item)
+            except Exception as e:  # noqa: BLE001 - kept for the owner, the stream goes on
+                log.exception("stream %r: processing input failed", self.stream_id)
+                self.errors.append(e)
+        self._idle.notify_all()
+
+    def _process(self, item: _Input) -> None:
+        step = Step()
+        if item is None:
+            if self._finished:
+                return
+            self._finished = True
+            events = self._segmenter.flush()
+            for ev in events:
+                step.extend(self._policy.on_event(ev))
+            step.extend(self._policy.finish())
+        else:
+            events = self._segmenter.push(item)
+            for ev in events:
+                step.extend(self._policy.on_event(ev))
+            step.extend(self._policy.on_tick(self._segmenter.time))
+        self._apply(step)
+
     # ------------------------------------------------------------------ internals
 
     def _apply(self, step: Step) -> None:
-        """Deliver captions (in seq order), then submit requests (caller holds the lock)."""
+        """Deliver captions (in order), then submit requests (caller holds the lock)."""
         for cap in step.captions:
             if self.on_caption is not None:
                 try:
@@ -243,7 +292,31 @@ class LiveStream:
             ):
                 self._language = result.language
             self._apply(self._policy.on_result(req, result, self.now()))
-            self._idle.notify_all()
+            self._drain_locked()  # input that came while we held the lock (notifies idle)
+        self._drain()
+
+
+class _SteppingClock:
+    """A `SimulatedClock` seen by the pacer: waiting until a time first runs the worker's jobs
+    that start before it, so one processor's compute and the audio's arrival interleave as live."""
+
+    def __init__(self, clock: SimulatedClock, worker: InferenceWorker) -> None:
+        self._clock = clock
+        self._worker = worker
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def wait_until(self, t: float) -> None:
+        while self._clock.now() < t and self._worker.run_one():
+            pass
+        self._clock.wait_until(t)
+
+    def charge(self, seconds: float) -> None:
+        self._clock.charge(seconds)
+
+    def measure(self) -> Any:
+        return self._clock.measure()
 
 
 def replay(
@@ -267,21 +340,8 @@ def replay(
         raise RuntimeError("replay on a SimulatedClock steps the worker: do not start its thread")
     if not simulated and not worker.threaded:
         worker.start()
-    if isinstance(audio, np.ndarray):
-        size = max(1, round(chunk_s * SAMPLE_RATE))
-        flat = audio.reshape(-1)
-        chunks: Iterable[np.ndarray] = (flat[i : i + size] for i in range(0, flat.size, size))
-    else:
-        chunks = audio
-    t0 = clock.now()
-    fed = 0
-    for chunk in chunks:
-        fed += len(chunk)
-        arrival = t0 + fed / SAMPLE_RATE / speed
-        if simulated:
-            while clock.now() < arrival and worker.run_one():
-                pass
-        clock.wait_until(arrival)
+    pace: Clock = _SteppingClock(clock, worker) if isinstance(clock, SimulatedClock) else clock
+    for chunk in paced_chunks(audio, chunk_s, pace, SAMPLE_RATE, speed):
         stream.feed(chunk)
     if finish:
         stream.finish()

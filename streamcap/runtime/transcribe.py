@@ -1,95 +1,138 @@
 """Offline file transcription: VAD-cut utterances, each decoded as one window.
 
-The file is decoded in a stream (a long recording is never loaded whole); each utterance goes
-through the same engine as live captions. Finals come out as ``Caption`` events so every
-writer (SRT, WebVTT, JSONL, TXT) and the terminal share one path.
+The file is decoded as a stream (a long recording is never loaded whole), and `Transcription`
+yields each final as soon as its utterance is decoded, so a caller can print it and append it
+to its files at once: an interrupted run keeps everything done so far. Each utterance goes
+through the same engine and the same hallucination guard as live captions; finals are
+``Caption`` events, so every writer (SRT, WebVTT, JSONL, TXT) and the terminal share one path.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 
 from streamcap.audio import iter_audio_chunks
-from streamcap.core.captions import Caption, CaptionLog
-from streamcap.core.segmenter import Segmenter, SegmenterConfig, SpeechAudio, SpeechEnd
+from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
+from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.segmenter import (
+    Event,
+    Segmenter,
+    SegmenterConfig,
+    SpeechEnd,
+    Utterance,
+    collect_utterances,
+)
 from streamcap.core.text import GuardConfig, is_hallucination
 from streamcap.decoding.options import DecodeStats, DecodingOptions
 from streamcap.runtime.engine import Engine
 
-SR = 16000
+#: Longest audio one decode takes (Whisper's window).
+_WINDOW = 30 * SAMPLE_RATE
+#: Shorter utterances are clicks, not speech: not worth a decode.
+_MIN_SAMPLES = SAMPLE_RATE // 10
 
 
 @dataclass(frozen=True)
 class TranscribeOptions:
+    """How a file is transcribed: the decoding options, the segmenter that cuts utterances,
+    and the guard that drops hallucinated finals (the live pipeline's, so both drop the same)."""
+
     decoding: DecodingOptions = DecodingOptions()
     segmenter: SegmenterConfig = SegmenterConfig()
     condition_on_previous: bool = False  # feed the previous utterance's text as a prompt
-    guard: GuardConfig = GuardConfig()  # the live pipeline's guard, so both drop the same
+    guard: GuardConfig = GuardConfig()
 
 
-def _utterances(
-    path: str | os.PathLike[str], config: SegmenterConfig
-) -> Iterator[tuple[float, float, np.ndarray, float]]:
-    """(start, end, audio, audio seconds read so far) for each utterance, streaming."""
-    segmenter = Segmenter(config)
-    pieces: list[np.ndarray] = []
-    piece_start: float | None = None
+class _Utterances:
+    """The segmenter's events, joined into utterances as soon as each one ends.
 
-    def handle(events: list) -> Iterator[tuple[float, float, np.ndarray, float]]:
-        nonlocal pieces, piece_start
-        for ev in events:
-            if isinstance(ev, SpeechAudio):
-                if piece_start is None:
-                    piece_start = ev.start
-                pieces.append(ev.samples)
-            elif isinstance(ev, SpeechEnd):
-                audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-                start = piece_start if piece_start is not None else ev.start
-                keep = max(0, int(round((ev.end - start) * SR)))
-                yield ev.start, ev.end, audio[:keep], segmenter.time
-                pieces, piece_start = [], None
+    An utterance's events may span several pushes, and `collect_utterances` needs whole ones:
+    events after the last `SpeechEnd` wait for the next push (at most one open utterance,
+    bounded by ``max_utterance_s``).
+    """
 
-    for chunk in iter_audio_chunks(path, chunk_s=1.0):
-        yield from handle(segmenter.push(chunk))
-    yield from handle(segmenter.flush())
+    def __init__(self) -> None:
+        self._open: list[Event] = []
+
+    def add(self, events: list[Event]) -> list[Utterance]:
+        self._open.extend(events)
+        ends = [i for i, ev in enumerate(self._open) if isinstance(ev, SpeechEnd)]
+        if not ends:
+            return []
+        done, self._open = self._open[: ends[-1] + 1], self._open[ends[-1] + 1 :]
+        return collect_utterances(done)
 
 
-def transcribe_file(
-    engine: Engine,
-    path: str | os.PathLike[str],
-    options: TranscribeOptions | None = None,
-    on_progress: Callable[[float], None] | None = None,
-    stream: str = "file",
-) -> tuple[list[Caption], DecodeStats]:
-    """Transcribe a file into final captions with utterance timestamps."""
-    opts = options or TranscribeOptions()
-    log = CaptionLog(stream)
-    stats = DecodeStats()
-    previous: tuple[int, ...] = ()
-    captions: list[Caption] = []
-    committed = 0
-    for segment, (start, end, audio, position) in enumerate(_utterances(path, opts.segmenter)):
-        if on_progress:
-            on_progress(position)
-        if len(audio) < SR // 10:
-            continue
-        for offset in range(0, len(audio), 30 * SR):  # max_utterance_s keeps this to one pass
-            window = audio[offset : offset + 30 * SR]
+class Transcription:
+    """One file's offline transcription: iterate for its finals, each as soon as it is decoded.
+
+    ``stats`` is the decoder's running total and ``position_s`` the audio read so far; both are
+    current whenever a final comes out or ``on_progress`` is called (after every second of
+    audio, silence included, so a progress bar moves through a long pause too).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        path: str | os.PathLike[str],
+        options: TranscribeOptions | None = None,
+        *,
+        on_progress: Callable[[float], None] | None = None,
+        stream: str = "file",
+    ) -> None:
+        self.engine = engine
+        self.path = path
+        self.options = options or TranscribeOptions()
+        self.on_progress = on_progress
+        self.stats = DecodeStats()
+        self.position_s = 0.0
+        self._log = CaptionLog(stream)
+        self._previous: tuple[int, ...] = ()  # the last final's tokens (condition_on_previous)
+        self._segment = 0
+
+    def __iter__(self) -> Iterator[Caption]:
+        segmenter = Segmenter(self.options.segmenter)
+        joiner = _Utterances()
+        chunks = iter_audio_chunks(self.path, chunk_s=1.0)
+        for events in _pushes(segmenter, chunks):
+            for utt in joiner.add(events):
+                yield from self._utterance(utt)
+            self.position_s = segmenter.time
+            if self.on_progress:
+                self.on_progress(self.position_s)
+
+    def _utterance(self, utt: Utterance) -> Iterator[Caption]:
+        segment, self._segment = self._segment, self._segment + 1
+        if len(utt.audio) < _MIN_SAMPLES:
+            return
+        opts = self.options
+        for offset in range(0, len(utt.audio), _WINDOW):  # max_utterance_s keeps it to one
+            window = utt.audio[offset : offset + _WINDOW]
             decoding = opts.decoding
-            if opts.condition_on_previous and previous:
-                decoding = DecodingOptions(**{**decoding.__dict__, "prompt_ids": previous})
-            result = engine.transcribe(window, decoding)
-            stats.add(result.stats)
+            if opts.condition_on_previous and self._previous:
+                decoding = replace(decoding, prompt_ids=self._previous)
+            result = self.engine.transcribe(window, decoding)
+            self.stats = self.stats + result.stats
             text = result.text.strip()
             if not text or is_hallucination(result, opts.guard):
                 continue
-            previous = result.tokens
-            committed += len(text) + (1 if committed else 0)
-            w_start = start + offset / SR
-            w_end = min(end, w_start + len(window) / SR)
-            captions.append(log.emit("final", segment, text, w_start, w_end, committed, 0.0))
-    return captions, stats
+            self._previous = result.tokens
+            start = utt.start + offset / SAMPLE_RATE
+            end = min(utt.end, start + len(window) / SAMPLE_RATE)
+            # Each offline final stands alone: it commits exactly its own text.
+            event = CaptionEvent("final", segment, text, start, end, len(text), 0.0)
+            yield self._log.add(event)
+
+
+def _pushes(
+    segmenter: Segmenter, chunks: Iterator[npt.NDArray[np.float32]]
+) -> Iterator[list[Event]]:
+    """The segmenter's events after each chunk, then those of the end of the stream."""
+    for chunk in chunks:
+        yield segmenter.push(chunk)
+    yield segmenter.flush()

@@ -16,6 +16,19 @@ exact.
 The worker runs either on its own thread (`start()`), or is stepped by its caller
 (`run_one()`, `run_pending()`): the simulated clock replays a file that way, so that jobs start
 exactly when a single processor would have been free.
+
+Thread contract. The worker's state is guarded by one condition lock, held only for queue and
+counter bookkeeping, never while a callback or a decode runs.
+- Any thread may call `submit`, `queue_depth`, `idle`, `wait_idle`, `total_stats`,
+  `stream_stats`, `text_to_ids` and `stop`. `submit` never runs a callback: the jobs it drops
+  are queued, and their ``on_done`` is delivered later by the thread that runs jobs. So a
+  feeder (the server's event loop) is never re-entered from inside its own `submit`.
+- Callbacks (``prepare``, ``on_done`` of run and of dropped jobs) run on the worker's thread
+  while it runs; on a worker without a thread they run in the thread that steps it
+  (`run_one`, `run_pending`, `wait_idle`, and `stop`, which then tells the dropped jobs
+  itself). They may call `submit`.
+- `start`, `run_one` and `run_pending` belong to one owner: stepping a worker whose thread
+  runs is an error.
 """
 
 from __future__ import annotations
@@ -27,18 +40,18 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from streamcap.core.constants import ENCODER_POSITIONS_PER_S, SAMPLE_RATE, WINDOW_S
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
-from streamcap.runtime.clock import Clock
-from streamcap.runtime.engine import SAMPLE_RATE, WINDOW_S, Encoded, Engine
+from streamcap.runtime.clock import Clock, Measurement
+from streamcap.runtime.engine import Encoded, Engine
 
 log = logging.getLogger(__name__)
 JobKind = Literal["partial", "final"]
-POSITIONS_PER_S = 50  # encoder output frames per second of audio (1500 for 30 s)
 MAX_STREAM_STATS = 1024  # per-stream stats kept (least recently active dropped first)
 
 
@@ -82,19 +95,23 @@ class DecodeJob:
     submitted: float = 0.0
 
 
-@dataclass
-class _Stats:
-    jobs: int = 0
+@dataclass(frozen=True)
+class StreamStats:
+    """What the worker did for one stream (or for all), as of one moment."""
+
+    jobs: int = 0  # decodes run (not counting errors)
     finals: int = 0
     partials: int = 0
-    dropped_partials: int = 0
+    dropped_partials: int = 0  # stale partials dropped unrun
     errors: int = 0
-    compute_s: float = 0.0
+    compute_s: float = 0.0  # encode + decode, as charged to the jobs' clocks
     queue_wait_s: float = 0.0
-    audio_s: float = 0.0
-    decode: DecodeStats = field(default_factory=DecodeStats)
+    audio_s: float = 0.0  # audio decoded, seconds
+    decode: DecodeStats = field(default_factory=DecodeStats)  # summed over the decodes
+    queue_depth: int = 0  # jobs waiting now
 
     def as_dict(self) -> dict[str, float]:
+        """Flat numbers for reports (JSON): seconds rounded, the decode counters inlined."""
         d: dict[str, float] = {
             "jobs": self.jobs,
             "finals": self.finals,
@@ -106,7 +123,44 @@ class _Stats:
             "audio_decoded_s": round(self.audio_s, 3),
         }
         d.update(self.decode.as_dict())
+        d["queue_depth"] = self.queue_depth
         return d
+
+
+@dataclass(frozen=True)
+class WorkerStats(StreamStats):
+    """Totals over every stream, plus the deepest queue so far and the streams ever seen."""
+
+    max_queue_depth: int = 0
+    streams: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        d = super().as_dict()
+        d["max_queue_depth"] = self.max_queue_depth
+        d["streams"] = self.streams
+        return d
+
+
+_S = TypeVar("_S", bound=StreamStats)
+
+
+def _after_job(stats: _S, job: DecodeJob, outcome: JobOutcome) -> _S:
+    """``stats`` with one more job run (or failed) counted in."""
+    queue_wait_s = stats.queue_wait_s + outcome.queued_s
+    if outcome.error is not None:
+        return replace(stats, queue_wait_s=queue_wait_s, errors=stats.errors + 1)
+    final = job.kind == "final"
+    result = outcome.result
+    return replace(
+        stats,
+        queue_wait_s=queue_wait_s,
+        jobs=stats.jobs + 1,
+        compute_s=stats.compute_s + outcome.compute_s,
+        audio_s=stats.audio_s + len(job.audio) / SAMPLE_RATE,
+        finals=stats.finals + final,
+        partials=stats.partials + (not final),
+        decode=stats.decode + result.stats if result is not None else stats.decode,
+    )
 
 
 def encode_window(engine: Engine, audio: np.ndarray, context_s: float | None = None) -> Encoded:
@@ -123,14 +177,16 @@ class InferenceWorker:
         self._cond = threading.Condition()
         self._finals: deque[DecodeJob] = deque()
         self._partials: dict[str, DecodeJob] = {}
+        self._dropped: deque[DecodeJob] = deque()  # dropped, ``on_done`` not yet delivered
         self._running: DecodeJob | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._ids = itertools.count(1)
-        self._total = _Stats()
+        # totals as frozen snapshots, replaced as jobs are counted (under the lock)
+        self._total = WorkerStats()
         # per-stream totals, least recently active first; bounded so a server that sees
         # stream after stream for months keeps a fixed amount of bookkeeping
-        self._streams: OrderedDict[str, _Stats] = OrderedDict()
+        self._streams: OrderedDict[str, StreamStats] = OrderedDict()
         self._streams_seen = 0
         self._max_depth = 0
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
@@ -150,7 +206,8 @@ class InferenceWorker:
     def stop(self, timeout: float | None = None, drain: bool = True) -> None:
         """Stop the thread; with ``drain`` the finals still queued are decoded first.
 
-        Waiting partials are dropped (their ``on_done`` hears of it).
+        Waiting partials are dropped (their ``on_done`` hears of it: from the worker's thread
+        before it ends, or here when there is no thread to do it).
         """
         with self._cond:
             thread = self._thread
@@ -160,13 +217,15 @@ class InferenceWorker:
             if not drain:
                 dropped += list(self._finals)
                 self._finals.clear()
+            self._drop(dropped)
             self._cond.notify_all()
-        self._notify_dropped(dropped)
         if thread is not None:
             thread.join(timeout)
         with self._cond:
             if self._thread is thread and (thread is None or not thread.is_alive()):
                 self._thread = None
+        if not self.threaded:
+            self._deliver_dropped()
 
     @property
     def threaded(self) -> bool:
@@ -182,10 +241,10 @@ class InferenceWorker:
     # ------------------------------------------------------------------ queue
 
     def submit(self, job: DecodeJob) -> DecodeJob:
-        """Queue ``job``; may drop waiting partials it makes stale (their ``on_done`` is told)."""
+        """Queue ``job``; waiting partials it makes stale are dropped, and their ``on_done``
+        follows from the thread that runs jobs (never from this call)."""
         if job.kind not in ("partial", "final"):
             raise ValueError(f"job kind must be 'partial' or 'final', got {job.kind!r}")
-        dropped: list[DecodeJob] = []
         with self._cond:
             job.id = next(self._ids)
             job.submitted = time.perf_counter()
@@ -193,14 +252,13 @@ class InferenceWorker:
             if job.kind == "final":
                 self._finals.append(job)
                 if old is not None and old.window <= job.window:
-                    dropped.append(self._partials.pop(job.stream))
+                    self._drop([self._partials.pop(job.stream)])
             else:
                 if old is not None:
-                    dropped.append(old)
+                    self._drop([old])
                 self._partials[job.stream] = job
             self._max_depth = max(self._max_depth, self._depth())
             self._cond.notify_all()
-        self._notify_dropped(dropped)
         return job
 
     def _depth(self) -> int:
@@ -213,12 +271,13 @@ class InferenceWorker:
             return self._depth()
 
     def idle(self, stream: str | None = None) -> bool:
-        """Nothing waiting or running (for ``stream`` only, if given)."""
+        """Nothing waiting, running or still to be told of a drop (for ``stream`` only, if
+        given)."""
         with self._cond:
             return self._idle(stream)
 
     def _idle(self, stream: str | None) -> bool:
-        jobs = [*self._finals, *self._partials.values()]
+        jobs = [*self._finals, *self._partials.values(), *self._dropped]
         if self._running is not None:
             jobs.append(self._running)
         return not any(stream is None or j.stream == stream for j in jobs)
@@ -246,18 +305,48 @@ class InferenceWorker:
             return job
         return None
 
+    def _drop(self, jobs: list[DecodeJob]) -> None:
+        """Count ``jobs`` as dropped and queue their notices (caller holds the lock)."""
+        for job in jobs:
+            partial = job.kind == "partial"
+            total, mine = self._total, self._stream(job.stream)
+            self._total = replace(total, dropped_partials=total.dropped_partials + partial)
+            self._streams[job.stream] = replace(
+                mine, dropped_partials=mine.dropped_partials + partial
+            )
+            self._dropped.append(job)
+
+    def _deliver_dropped(self) -> None:
+        """Tell dropped jobs, in drop order (only the thread that runs jobs calls this)."""
+        while True:
+            with self._cond:
+                if not self._dropped:
+                    return
+                job = self._dropped[0]  # stays counted (not idle) until told
+            try:
+                job.on_done(job, JobOutcome(dropped=True))
+            except Exception:
+                log.exception("on_done of a dropped job of stream %r failed", job.stream)
+            finally:
+                with self._cond:
+                    self._dropped.popleft()
+                    self._cond.notify_all()
+
     # ------------------------------------------------------------------ running
 
     def run_one(self) -> bool:
-        """Run the next job in the calling thread; False when there was none."""
+        """Tell dropped jobs, then run the next job in the calling thread; False when there
+        was none."""
         if self.threaded:
             raise RuntimeError("the worker thread is running: do not step it")
+        self._deliver_dropped()
         with self._cond:
             job = self._take()
             if job is None:
                 return False
             self._running = job
         self._run(job)
+        self._deliver_dropped()  # what its ``on_done`` made stale
         return True
 
     def run_pending(self) -> int:
@@ -269,11 +358,14 @@ class InferenceWorker:
 
     def _loop(self) -> None:
         while True:
+            self._deliver_dropped()
             with self._cond:
-                while not self._stopping and not (self._finals or self._partials):
+                while not (self._stopping or self._finals or self._partials or self._dropped):
                     self._cond.wait()
+                if self._dropped:
+                    continue  # told outside the lock, before the next job
                 job = self._take()
-                if job is None:  # stopping and drained
+                if job is None:  # stopping, drained, every drop told
                     return
                 self._running = job
             self._run(job)
@@ -301,7 +393,9 @@ class InferenceWorker:
             options, hypothesis = job.prepare()
         outcome.options = options
         outcome.hypothesis = tuple(hypothesis) if hypothesis else None
-        measure = job.clock.measure() if job.clock is not None else contextlib.nullcontext()
+        measure: contextlib.AbstractContextManager[Measurement | None] = (
+            job.clock.measure() if job.clock is not None else contextlib.nullcontext()
+        )
         with measure as m:
             t0 = time.perf_counter()
             encoded = encode_window(self.engine, job.audio, job.context_s)
@@ -311,13 +405,14 @@ class InferenceWorker:
         outcome.encoder_s = encoded.encoder_s
         outcome.decoder_s = result.stats.decoder_s
         outcome.compute_s = m.seconds if m is not None else wall
-        outcome.context_s = encoded.enc.shape[1] / POSITIONS_PER_S
+        outcome.context_s = encoded.enc.shape[1] / ENCODER_POSITIONS_PER_S
         return outcome
 
-    def _stream(self, stream: str) -> _Stats:
+    def _stream(self, stream: str) -> StreamStats:
+        """``stream``'s totals, now its most recently active (caller holds the lock)."""
         stats = self._streams.get(stream)
         if stats is None:
-            stats = self._streams[stream] = _Stats()
+            stats = self._streams[stream] = StreamStats()
             self._streams_seen += 1
             while len(self._streams) > MAX_STREAM_STATS:
                 self._streams.popitem(last=False)
@@ -326,53 +421,26 @@ class InferenceWorker:
         return stats
 
     def _account(self, job: DecodeJob, outcome: JobOutcome) -> None:
-        for s in (self._total, self._stream(job.stream)):
-            s.queue_wait_s += outcome.queued_s
-            if outcome.error is not None:
-                s.errors += 1
-                continue
-            s.jobs += 1
-            s.compute_s += outcome.compute_s
-            s.audio_s += len(job.audio) / SAMPLE_RATE
-            if job.kind == "final":
-                s.finals += 1
-            else:
-                s.partials += 1
-            if outcome.result is not None:
-                s.decode.add(outcome.result.stats)
-
-    def _notify_dropped(self, jobs: list[DecodeJob]) -> None:
-        if not jobs:
-            return
-        with self._cond:
-            for job in jobs:
-                for s in (self._total, self._stream(job.stream)):
-                    s.dropped_partials += job.kind == "partial"
-        for job in jobs:
-            try:
-                job.on_done(job, JobOutcome(dropped=True))
-            except Exception:
-                log.exception("on_done of a dropped job of stream %r failed", job.stream)
+        self._total = _after_job(self._total, job, outcome)
+        self._streams[job.stream] = _after_job(self._stream(job.stream), job, outcome)
 
     # ------------------------------------------------------------------ stats
 
-    def total_stats(self) -> dict[str, float]:
+    def total_stats(self) -> WorkerStats:
         """Totals over all streams, plus the queue depth now and at most."""
         with self._cond:
-            d = self._total.as_dict()
-            d["queue_depth"] = self._depth()
-            d["max_queue_depth"] = self._max_depth
-            d["streams"] = self._streams_seen
-        return d
+            return replace(
+                self._total,
+                queue_depth=self._depth(),
+                max_queue_depth=self._max_depth,
+                streams=self._streams_seen,
+            )
 
-    def stream_stats(self, stream: str) -> dict[str, float]:
+    def stream_stats(self, stream: str) -> StreamStats:
         """Totals for one stream, plus its jobs waiting now."""
         with self._cond:
-            d = self._streams.get(stream, _Stats()).as_dict()
-            d["queue_depth"] = sum(j.stream == stream for j in self._finals) + (
-                stream in self._partials
-            )
-        return d
+            waiting = sum(j.stream == stream for j in self._finals) + (stream in self._partials)
+            return replace(self._streams.get(stream, StreamStats()), queue_depth=waiting)
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Prompt token ids (cached per text: prompts repeat from decode to decode)."""

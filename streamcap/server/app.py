@@ -36,7 +36,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from streamcap.core.captions import Caption
+from streamcap.core.captions import CaptionEvent
 from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
@@ -359,17 +359,17 @@ class CaptionServer:
             if self._publishers.get(stream) is session:
                 del self._publishers[stream]
 
-    def caption_callback(self, entry: StreamEntry) -> Callable[[Caption], None]:
+    def caption_callback(self, entry: StreamEntry) -> Callable[[CaptionEvent], None]:
         loop = self._loop
         assert loop is not None
 
-        def on_caption(cap: Caption) -> None:  # worker thread
+        def on_caption(cap: CaptionEvent) -> None:  # worker thread or the loop (feed)
             with contextlib.suppress(RuntimeError):  # the loop is closed at shutdown
                 loop.call_soon_threadsafe(self._deliver, entry, cap)
 
         return on_caption
 
-    def _deliver(self, entry: StreamEntry, cap: Caption) -> None:
+    def _deliver(self, entry: StreamEntry, cap: CaptionEvent) -> None:
         out = entry.add(cap)
         if self.recorder is not None:
             self.recorder.before_send(entry.log)
@@ -473,7 +473,10 @@ def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
             super().connection_made(transport)
             if server.open_connections >= server.config.connection_limit:
                 server.refused("connections", f"{server.open_connections} open")
-                transport.abort()
+                if isinstance(transport, asyncio.Transport):
+                    transport.abort()
+                else:
+                    transport.close()
                 return
             server.open_connections += 1
             self._counted = True

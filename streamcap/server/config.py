@@ -1,4 +1,5 @@
-"""Server configuration and how the server makes a live stream for a publisher."""
+"""Server configuration, what the server needs from its worker, and how it makes a live stream
+for a publisher."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from streamcap.core.captions import Caption
+from streamcap.core.captions import CaptionEvent
+from streamcap.decoding.spec import DecodingError
 
 from .protocol import (
     DEFAULT_BURST_S,
@@ -19,6 +21,10 @@ from .protocol import (
     ProtocolError,
     StartMessage,
 )
+
+if TYPE_CHECKING:  # the runtime pulls in torch: typing only
+    from streamcap.runtime.stream import LiveConfig
+    from streamcap.runtime.worker import InferenceWorker, WorkerStats
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,16 @@ class ServerConfig:
         return self.max_streams + self.max_viewers + 64
 
 
+class Worker(Protocol):
+    """What the server itself reads from its inference worker: the totals behind `/metrics`.
+
+    `InferenceWorker` is one. The default stream factory needs that class itself: its
+    `LiveStream`s submit their decodes to it.
+    """
+
+    def total_stats(self) -> WorkerStats: ...
+
+
 class LiveStreamLike(Protocol):
     def feed(self, samples: Any) -> None: ...
     def finish(self) -> None: ...
@@ -104,11 +120,13 @@ class LiveStreamLike(Protocol):
 
 
 #: (stream id, validated start message, caption callback from any thread) -> live stream.
-StreamFactory = Callable[[str, StartMessage, Callable[[Caption], None]], LiveStreamLike]
+StreamFactory = Callable[[str, StartMessage, Callable[[CaptionEvent], None]], LiveStreamLike]
 
 
 def live_stream_factory(
-    worker: Any, base_config: Any = None, default_language: str | None = None
+    worker: InferenceWorker,
+    base_config: LiveConfig | None = None,
+    default_language: str | None = None,
 ) -> StreamFactory:
     """Builds `LiveStream`s on `worker`, per-stream language/task from `start`."""
     from streamcap.runtime.clock import RealClock
@@ -116,13 +134,15 @@ def live_stream_factory(
 
     base = base_config if base_config is not None else LiveConfig()
 
-    def make(stream: str, start: StartMessage, on_caption: Callable[[Caption], None]) -> Any:
+    def make(
+        stream: str, start: StartMessage, on_caption: Callable[[CaptionEvent], None]
+    ) -> LiveStreamLike:
         language = start.language or default_language
-        engine = getattr(worker, "engine", None)
-        if language is not None and engine is not None and engine.multilingual:
+        engine = worker.engine
+        if language is not None and engine.multilingual:
             try:
                 engine.spec.language_id(language)
-            except Exception:
+            except DecodingError:
                 raise ProtocolError(
                     CloseCode.UNSUPPORTED_DATA, f"unsupported language {language!r}"
                 ) from None

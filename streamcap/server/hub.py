@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 
 from .record import Restored, new_epoch
 
@@ -86,19 +86,11 @@ class StreamEntry:
         self.audio_s = self.time_offset + audio_s
         self.ended.set()
 
-    def add(self, cap: Caption) -> Caption:
-        """Re-number a pipeline caption into this stream's log and wake the viewers."""
-        segment = cap.segment + self.segment_offset
-        self.next_segment = max(self.next_segment, segment + 1)
-        out = self.log.emit(
-            cap.type,
-            segment,
-            cap.text,
-            cap.start + self.time_offset,
-            cap.end + self.time_offset,
-            cap.committed_chars,
-            cap.latency_ms,
-        )
+    def add(self, event: CaptionEvent) -> Caption:
+        """Number a pipeline caption into this stream's log (the stream's one sequence) and
+        wake the viewers."""
+        out = self.log.add(event.shifted(self.segment_offset, self.time_offset))
+        self.next_segment = max(self.next_segment, out.segment + 1)
         for v in self.viewers:
             v.wake.set()
         return out

@@ -2,18 +2,22 @@
 
 Counters and histograms that the server updates as things happen live here; values owned by
 others (connected streams and viewers, the inference worker's queue and token counts) are read
-at scrape time by a collector, so nothing has to be kept in sync. No per-stream labels: stream
+at scrape time by a collector, so nothing has to be kept in sync: the worker's come from one
+typed snapshot (`InferenceWorker.total_stats()`), read field by field. No per-stream labels: stream
 ids come from clients, and a label per id would grow without bound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from .config import Worker
 
 #: Content type of the text exposition format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -31,49 +35,20 @@ CLOSE_REASONS = (
 Snapshot = Callable[[], Mapping[str, float]]
 
 
-def _num(stats: Any, *names: str) -> float | None:
-    """First of ``names`` found on ``stats`` (attribute or mapping key) as a float."""
-    for name in names:
-        value = stats.get(name) if isinstance(stats, Mapping) else getattr(stats, name, None)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return None
-
-
-def worker_snapshot(worker: Any) -> dict[str, float]:
-    """Totals of an inference worker, read defensively (missing fields are skipped)."""
-    out: dict[str, float] = {}
-    stats = None
-    for attr in ("total_stats", "stats"):
-        value = getattr(worker, attr, None)
-        stats = value() if callable(value) else value
-        if stats is not None:
-            break
-    depth = getattr(worker, "queue_depth", None)
-    depth = depth() if callable(depth) else depth
-    if isinstance(depth, (int, float)):
-        out["queue_depth"] = float(depth)
-    if stats is None:
-        return out
-    for key, names in (
-        ("queue_depth", ("queue_depth", "pending")),
-        ("decode_seconds", ("decode_s", "decode_seconds", "compute_s")),
-        ("encoder_seconds", ("encoder_s", "encoder_seconds")),
-        ("decoder_seconds", ("decoder_s", "decoder_seconds")),
-        ("drafted_tokens", ("drafted", "drafted_tokens")),
-        ("accepted_tokens", ("accepted", "accepted_tokens")),
-        ("forward_passes", ("forward_passes", "main_forward_passes", "forwards")),
-        ("jobs", ("jobs", "decodes", "jobs_done")),
-        ("partials_dropped", ("dropped_partials", "partials_dropped", "stale_dropped")),
-    ):
-        if key in out:
-            continue
-        value = _num(stats, *names)
-        if value is not None:
-            out[key] = value
-    if "decode_seconds" not in out and {"encoder_seconds", "decoder_seconds"} <= out.keys():
-        out["decode_seconds"] = out["encoder_seconds"] + out["decoder_seconds"]
-    return out
+def worker_snapshot(worker: Worker) -> dict[str, float]:
+    """The worker's totals under the keys the collector publishes (one snapshot, one lock)."""
+    s = worker.total_stats()
+    return {
+        "queue_depth": float(s.queue_depth),
+        "decode_seconds": s.compute_s,
+        "encoder_seconds": s.decode.encoder_s,
+        "decoder_seconds": s.decode.decoder_s,
+        "drafted_tokens": float(s.decode.drafted),
+        "accepted_tokens": float(s.decode.accepted),
+        "forward_passes": float(s.decode.forward_passes),
+        "jobs": float(s.jobs),
+        "partials_dropped": float(s.dropped_partials),
+    }
 
 
 class _LiveCollector(Collector):

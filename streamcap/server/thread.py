@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from .app import CaptionServer
@@ -17,8 +15,7 @@ T = TypeVar("T")
 class ServerThread:
     """A `CaptionServer` on its own event loop in a background thread (tests, tools).
 
-    `with ServerThread(config, worker) as srv: srv.url(...)`; `srv.call(coro_fn)` runs a
-    coroutine function on the server's loop and returns its result.
+    `with ServerThread(config, worker) as srv: srv.url(...)`.
     """
 
     def __init__(self, config: ServerConfig, worker: Any, **kwargs: Any) -> None:
@@ -55,11 +52,6 @@ class ServerThread:
         if self._error is not None:
             raise self._error
         return self
-
-    def call(self, fn: Callable[[], Coroutine[Any, Any, T]], timeout: float = 60) -> T:
-        assert self._loop is not None
-        fut: Future[T] = asyncio.run_coroutine_threadsafe(fn(), self._loop)
-        return fut.result(timeout)
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None and self._thread.is_alive():

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""A flooding publisher against a real `streamcap serve`, side by side with the calm case.
+
+    python scripts/flood_test.py [--seconds 40] [--json out/flood.json]
+
+Starts `streamcap serve` (bundled base model) on a loopback port. Phase 1: one honest publisher
+replays speech clips (tests/data, with pauses) at real-time pace while a viewer collects its
+finals. Phase 2: the same, while an attacker in this process sends empty binary frames as fast
+as it can, on as many connections as it takes (it reconnects whenever the server closes one).
+Prints the honest stream's final latency (the pipeline's `latency_ms`) p50/p95 in both phases
+and their ratio, how many messages and connections the attacker got through, and the server's
+CPU time per phase. Loopback only; the attack stops by itself after the phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from streamcap.core.constants import SAMPLE_RATE  # noqa: E402
+from streamcap.server.client import publish, watch, ws_url  # noqa: E402
+
+SR = SAMPLE_RATE
+CLIPS = ("en_real_jfk", "en_real_librivox_0870", "en_real_praatio_mary", "en_real_librivox_0880")
+
+
+def program(seconds: float) -> np.ndarray:
+    parts: list[np.ndarray] = []
+    total = 0.0
+    while total < seconds:
+        for clip in CLIPS:
+            audio, rate = sf.read(ROOT / "tests" / "data" / f"{clip}.wav", dtype="float32")
+            assert rate == SR
+            parts += [audio, np.zeros(int(1.2 * SR), np.float32)]
+            total += len(audio) / SR + 1.2
+    return np.concatenate(parts)[: int(seconds * SR)]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, clock ticks
+
+
+async def attacker(base: str, stop: asyncio.Event, counts: dict[str, int]) -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    start = json.dumps({"type": "start", "sample_rate": SR, "format": "pcm_s16le"})
+    n = 0
+    while not stop.is_set():
+        n += 1
+        try:
+            async with connect(ws_url(base, "ingest", f"flood-{n % 4}")) as ws:
+                counts["connections"] += 1
+                await ws.send(start)
+                await ws.recv()
+                while not stop.is_set():
+                    await ws.send(b"")
+                    counts["messages"] += 1
+        except (ConnectionClosed, OSError):
+            counts["closed"] += 1
+            await asyncio.sleep(0)
+
+
+async def phase(base: str, audio: np.ndarray, stream: str, flood: bool) -> dict[str, Any]:
+    latencies: list[float] = []
+
+    async def view() -> None:
+        async for ev in watch(ws_url(base, "captions", stream)):
+            if ev.get("type") == "final" and ev.get("text", "").strip():
+                latencies.append(ev["latency_ms"] / 1000.0)
+
+    counts = {"connections": 0, "messages": 0, "closed": 0}
+    stop = asyncio.Event()
+    viewer = asyncio.create_task(view())
+    attack = asyncio.create_task(attacker(base, stop, counts)) if flood else None
+    try:
+        await publish(ws_url(base, "ingest", stream), audio, SR)
+        await asyncio.sleep(1.0)
+    finally:
+        stop.set()
+        viewer.cancel()
+        for t in (viewer, attack):
+            if t is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+    q = statistics.quantiles(latencies, n=20) if len(latencies) >= 2 else [float("nan")] * 19
+    return {
+        "finals": len(latencies),
+        "latency_p50_s": statistics.median(latencies) if latencies else None,
+        "latency_p95_s": q[18],
+        **({"attacker": counts} if flood else {}),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=40.0, help="speech per phase (default 40)")
+    ap.add_argument("--json", type=Path, help="write the figures here")
+    args = ap.parse_args()
+    audio = program(args.seconds)
+    cmd = [sys.executable, "-m", "streamcap.cli", "serve", "--port", "0"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        base = ""
+        for line in proc.stderr:
+            m = re.search(r"serving on http://(\S+)/", line)
+            if m:
+                base = f"ws://{m.group(1)}"
+                break
+        assert base, "the server did not start"
+        out: dict[str, Any] = {}
+        for name, flood in (("calm", False), ("flood", True)):
+            cpu0 = cpu_seconds(proc.pid)
+            out[name] = asyncio.run(phase(base, audio, f"honest-{name}", flood))
+            out[name]["server_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
+    finally:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(30)
+    calm, flood = out["calm"], out["flood"]
+    for name in ("calm", "flood"):
+        r = out[name]
+        print(
+            f"{name:6s} finals {r['finals']:3d}  final latency p50 {r['latency_p50_s']:.2f} s "
+            f"p95 {r['latency_p95_s']:.2f} s  server CPU {r['server_cpu_s']:.1f} s"
+        )
+    a = flood["attacker"]
+    print(
+        f"attacker: {a['messages']} empty frames accepted on {a['connections']} connections "
+        f"({a['messages'] / max(1, a['connections']):.0f} per connection before 1008)"
+    )
+    print(
+        f"flood/calm: p50 {flood['latency_p50_s'] / calm['latency_p50_s']:.2f}x, "
+        f"p95 {flood['latency_p95_s'] / calm['latency_p95_s']:.2f}x, "
+        f"server CPU {flood['server_cpu_s'] / max(0.01, calm['server_cpu_s']):.2f}x"
+    )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

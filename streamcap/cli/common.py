@@ -1,0 +1,205 @@
+"""What every command shares: flag groups, the engine factory, the live configuration.
+
+One definition each, so ``--device``, ``--language`` or ``--partial-interval`` mean the same in
+every command. Importing this module is cheap (the parser is built from it for ``--help``):
+the model, torch and numpy are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from streamcap.cli.languages import resolve_language
+from streamcap.errors import UserError
+
+if TYPE_CHECKING:
+    from streamcap.decoding.options import DecodingOptions
+    from streamcap.runtime.engine import Engine
+    from streamcap.runtime.stream import LiveConfig
+
+COMPUTE_DEVICES = ("auto", "cpu", "cuda")
+TASKS = ("transcribe", "translate")
+
+
+class UsageError(UserError):
+    """A combination of flags that cannot work: reported with the command's usage line."""
+
+
+def say(message: str) -> None:
+    """A progress note on stderr (stdout carries only captions, so it can be piped)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- flag types
+
+
+def _device(value: str) -> str:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N``; a microphone name gets a pointer to --mic."""
+    v = value.strip().lower()
+    if v in COMPUTE_DEVICES or (v.startswith("cuda:") and v[5:].isdigit()):
+        return v
+    raise argparse.ArgumentTypeError(
+        f"{value!r} is not a compute device (auto, cpu, cuda or cuda:N); "
+        "the microphone of `dictate` is --mic"
+    )
+
+
+def _language(value: str) -> str | None:
+    try:
+        return resolve_language(value)
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return n
+
+
+def positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{value} must be positive")
+    return x
+
+
+# --------------------------------------------------------------------------- flag groups
+
+
+def add_model_flags(p: argparse.ArgumentParser, *, language: bool = True) -> None:
+    """--model, --assistant, --device, --threads and (unless the command reads the language
+    from elsewhere, as `bench` does from its manifest) --language and --task."""
+    from streamcap.models.registry import BUNDLED, DEFAULT_MODEL
+
+    g = p.add_argument_group("model")
+    g.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"bundled ({', '.join(BUNDLED)}), a Hugging Face hub id, or a local folder",
+    )
+    g.add_argument(
+        "--assistant",
+        metavar="MODEL",
+        help="draft model sharing the main model's tokenizer, e.g. "
+        "distil-whisper/distil-large-v3 (default: none; the previous hypothesis drafts)",
+    )
+    g.add_argument(
+        "--device",
+        default="auto",
+        type=_device,
+        metavar="{auto,cpu,cuda}",
+        help="compute device for the model (auto: CUDA when a GPU is there)",
+    )
+    g.add_argument(
+        "--compute-device", dest="device", type=_device, default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )  # fmt: skip
+    if language:
+        g.add_argument(
+            "--language",
+            type=_language,
+            metavar="LANG",
+            help="spoken language, a code or a name: en, English, de, ... (default: detected)",
+        )
+        g.add_argument("--task", default="transcribe", choices=TASKS, help="translate: to English")
+    g.add_argument(
+        "--threads",
+        type=positive_int,
+        metavar="N",
+        help="CPU threads for torch (default: torch's choice, one per core)",
+    )
+
+
+def add_partial_interval(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """--partial-interval, for every command that runs the live pipeline."""
+    from streamcap.core.policy import PolicyConfig
+
+    g.add_argument(
+        "--partial-interval",
+        type=positive_float,
+        metavar="S",
+        help="seconds of new speech between partial captions "
+        f"(default: {PolicyConfig().partial_interval_s:g})",
+    )
+
+
+def add_live_flags(g: argparse._ArgumentGroup) -> None:
+    """Flags of the live pipeline's captions (`dictate`, `transcribe --live`)."""
+    add_partial_interval(g)
+    g.add_argument("--no-partials", action="store_true", help="print finals only")
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+def load_engine(args: argparse.Namespace) -> Engine:
+    """The one engine factory: check the device, say that the model loads, load it, and check
+    that it can do what the flags ask (language, task) before any audio flows."""
+    from streamcap.models.loader import choose_placement
+    from streamcap.runtime.engine import Engine
+
+    device = getattr(args, "device", "auto") or "auto"
+    try:
+        placement = choose_placement(device)
+    except ValueError as e:  # choose_placement's only errors are about the device asked for
+        raise UserError(str(e)) from None
+    name = getattr(args, "model", None) or "base"
+    assistant = getattr(args, "assistant", None)
+    with_assistant = f" with assistant {assistant}" if assistant else ""
+    say(f"loading model {name}{with_assistant} ({placement.device}, {placement.dtype_name}) ...")
+    try:  # an unknown or damaged model raises its own one-line errors (see streamcap.errors)
+        engine = Engine(name, assistant, device, getattr(args, "threads", None))
+    except ValueError as e:
+        if assistant and "tokenizer" in str(e):  # Engine's check that the assistant fits
+            raise UserError(str(e)) from None
+        raise
+    check_model_options(engine, getattr(args, "language", None), getattr(args, "task", None))
+    return engine
+
+
+def check_model_options(engine: Engine, language: str | None, task: str | None) -> None:
+    """UserError for a language or task this model cannot do (Whisper's table says nothing
+    about which languages a given checkpoint knows)."""
+    if not engine.multilingual:
+        if task == "translate":
+            raise UserError("this English-only model cannot translate: use a multilingual one")
+        if language not in (None, "en"):  # said, not silently ignored
+            say(f"note: this model is English-only: --language {language} is not used")
+        return
+    if language is not None and f"<|{language}|>" not in engine.spec.lang_to_id:
+        known = sorted(k[2:-2] for k in engine.spec.lang_to_id)
+        raise UserError(
+            f"this model does not know language {language!r}; it knows: {', '.join(known)}"
+        )
+
+
+def decoding_options(engine: Engine, args: argparse.Namespace) -> DecodingOptions:
+    """`DecodingOptions` for the flags (English-only models decode without a language)."""
+    from streamcap.runtime.engine import options_for
+
+    return options_for(engine, getattr(args, "language", None), getattr(args, "task", "transcribe"))
+
+
+def live_config(
+    language: str | None = None, task: str = "transcribe", partial_interval: float | None = None
+) -> LiveConfig:
+    """The live pipeline's configuration for the flags (the one place --partial-interval is
+    wired, for `dictate`, `transcribe --live` and `serve`)."""
+    from dataclasses import replace
+
+    from streamcap.runtime.stream import LiveConfig
+
+    cfg = LiveConfig(language=language, task=task)
+    if partial_interval is not None:
+        cfg = replace(cfg, policy=replace(cfg.policy, partial_interval_s=partial_interval))
+    return cfg

@@ -1,0 +1,131 @@
+"""`streamcap demo`: the caption server and a speech sample replayed into it as a live stream.
+
+A first look for a new user: it starts `streamcap serve`'s server on a free port, publishes the
+bundled sample over a real WebSocket, prints the captions a viewer receives (the partial in
+place on a terminal) and the overlay URL to open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamcap.cli.common import add_model_flags
+from streamcap.cli.serve import (
+    add_server_flags,
+    check_start,
+    run_until_signal,
+    server_config,
+    start_worker,
+)
+from streamcap.core.constants import SAMPLE_RATE
+
+if TYPE_CHECKING:
+    from streamcap.server.config import ServerConfig
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
+
+
+def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    add_server_flags(p, 0)
+    g = p.add_argument_group("demo")
+    g.add_argument("--stream", default="demo", help="stream id")
+    g.add_argument(
+        "--sample",
+        type=Path,
+        default=SAMPLE,
+        help="speech file to replay (default: the bundled JFK sample)",
+    )
+    g.add_argument(
+        "--keep-serving", action="store_true", help="keep the server running after the sample"
+    )
+    add_model_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from streamcap.audio import load_audio
+
+    audio = load_audio(args.sample)  # fails early and clearly on a bad file
+    config = server_config(args, demo=True)
+    check_start(config)
+    out = Console()
+    worker = start_worker(args)
+    try:
+        return asyncio.run(_demo(config, worker, audio, args, out))
+    finally:
+        worker.stop()
+
+
+async def _demo(
+    config: ServerConfig, worker: Any, audio: Any, args: argparse.Namespace, out: Any
+) -> int:
+    from rich.text import Text
+
+    from streamcap.server.app import CaptionServer
+    from streamcap.server.client import publish, watch, ws_url
+
+    server = CaptionServer(config, worker)
+    await server.start()
+    stream = args.stream
+    out.print(f"[bold]streamcap demo[/]: server on {server.url('/')}")
+    out.print(f"overlay: [link]{server.url('/overlay')}?stream={stream}[/link]")
+    base = server.url("", websocket=True)
+    finals: list[str] = []
+    live = {"partial": ""}
+    seen = {"seq": 0}
+
+    async def viewer() -> None:
+        async for ev in watch(ws_url(base, "captions", stream, since=0)):
+            seen["seq"] = max(seen["seq"], int(ev.get("seq", 0)))
+            if ev.get("type") == "final":
+                if live["partial"] and out.is_terminal:
+                    out.file.write("\r\x1b[2K")
+                live["partial"] = ""
+                text = ev["text"].strip()
+                if text:
+                    finals.append(text)
+                    line = Text(f"[{ev['start']:6.2f}-{ev['end']:6.2f}] ", style="dim")
+                    line.append(text, style="bold")
+                    line.append(f"  ({ev['latency_ms']:.0f} ms)", style="dim")
+                    out.print(line, soft_wrap=True)
+            elif ev.get("type") == "partial" and out.is_terminal:
+                live["partial"] = ev["text"].strip()
+                width = max(10, out.width - 4)
+                shown = live["partial"][-width:]
+                out.file.write(f"\r\x1b[2K\x1b[2m… {shown}\x1b[0m")
+                out.file.flush()
+
+    watcher = asyncio.create_task(viewer())
+    seconds = len(audio) / SAMPLE_RATE
+    out.print(f"replaying {args.sample.name} ({seconds:.1f} s) as live stream {stream!r}...")
+    t0 = time.monotonic()
+    try:
+        await publish(ws_url(base, "ingest", stream), audio, SAMPLE_RATE)
+        # The publisher's close comes after the last final: let the viewer catch up with it.
+        entry = server.hub.get(stream)
+        last = entry.log.last_seq if entry is not None else 0
+        deadline = time.monotonic() + 10
+        while seen["seq"] < last and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        out.print(
+            f"[green]done[/]: {len(finals)} final caption(s) in {time.monotonic() - t0:.1f} s "
+            f"for {seconds:.1f} s of audio"
+        )
+        if args.keep_serving:
+            out.print(f"still serving on {server.url('/')} — Ctrl-C to stop")
+            out.print(f"open the mic page {server.url('/')} or the overlay above")
+            await run_until_signal(server)
+            return 0
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+        await server.close()
+    return 0 if finals else 1

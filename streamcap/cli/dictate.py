@@ -1,0 +1,206 @@
+"""`streamcap dictate`: live captions from the microphone in the terminal.
+
+The partial updates in place (rich) on a terminal, each final prints on its own line and is
+appended to the ``-o`` files. The first Ctrl-C stops listening and lets the utterance being
+spoken get its final; a second one aborts. ``--mic`` picks the microphone; ``--device`` is the
+compute device, as in every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import signal
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from streamcap.cli.common import (
+    add_live_flags,
+    add_model_flags,
+    live_config,
+    positive_float,
+    say,
+)
+from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
+
+if TYPE_CHECKING:
+    from streamcap.core.captions import Caption, CaptionEvent
+
+#: How long the last final may take after the microphone stops.
+FINISH_TIMEOUT_S = 60.0
+
+
+def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    g = p.add_argument_group("microphone")
+    g.add_argument(
+        "--mic",
+        metavar="NAME",
+        help="microphone: its index or part of its name, see --list-devices "
+        "(default: the system's)",
+    )
+    g.add_argument("--list-devices", action="store_true", help="list microphones and exit")
+    g.add_argument(
+        "--capture-rate",
+        type=positive_float,
+        metavar="HZ",
+        help="capture sample rate (default: the device's own; resampled to 16 kHz)",
+    )
+    g.add_argument(
+        "--duration",
+        type=positive_float,
+        metavar="S",
+        help="stop after S seconds of audio, as Ctrl-C does (default: until Ctrl-C)",
+    )
+    add_output_flags(p, folders=False)
+    add_model_flags(p)
+    add_live_flags(p.add_argument_group("live pipeline"))
+    p.set_defaults(func=run)
+
+
+class _Display:
+    """Finals on their own lines; the current partial updates in place (rich) on a terminal."""
+
+    def __init__(self, show_partials: bool) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=False, highlight=False)
+        self.interactive = self.console.is_terminal and show_partials
+        self.live: Any = None
+
+    def __enter__(self) -> _Display:
+        if self.interactive:
+            from rich.live import Live
+
+            self.live = Live(
+                "", console=self.console, refresh_per_second=12, transient=True
+            ).__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def show(self, cap: Caption) -> None:
+        if cap.type == "final":
+            if self.live is not None:
+                self.live.update("", refresh=True)
+            if cap.text.strip():
+                if self.live is not None:
+                    self.live.console.print(cap.text, markup=False)
+                else:
+                    print(cap.text, flush=True)
+        elif self.live is not None:
+            from rich.text import Text
+
+            t = Text(cap.text[: cap.committed_chars])
+            t.append(cap.text[cap.committed_chars :], style="dim")
+            self.live.update(t, refresh=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Live captions from the microphone until Ctrl-C (or --duration)."""
+    from streamcap.audio import (
+        MicSource,
+        NoMicrophoneError,
+        find_input_device,
+        list_input_devices,
+    )
+
+    if args.list_devices:
+        devices = list_input_devices()
+        if not devices:
+            raise NoMicrophoneError("no microphone found (no audio input devices)")
+        for d in devices:
+            print(d)
+        return 0
+    device = find_input_device(args.mic)  # NoMicrophoneError before the model loads
+    [outputs] = plan_outputs(["dictation"], args.output, None, folders=False)
+    config = live_config(args.language, args.task, args.partial_interval)
+
+    from streamcap.cli.live import ready_engine
+    from streamcap.core.captions import CaptionLog
+    from streamcap.runtime.clock import RealClock
+    from streamcap.runtime.stream import LiveStream
+    from streamcap.runtime.worker import InferenceWorker
+
+    engine = ready_engine(args, config)
+    worker = InferenceWorker(engine).start()
+    log = CaptionLog("mic")  # the sink numbers the stream's events
+    captions: queue.Queue[CaptionEvent] = queue.Queue()
+    stop = threading.Event()
+    stream = LiveStream("mic", worker, captions.put, config, RealClock())
+    mic = MicSource(device.index, capture_rate=args.capture_rate, chunk_s=0.05)
+    previous = _on_sigint(stop)
+    status = 0
+    try:
+        with Writers(outputs) as writers, _Display(not args.no_partials) as display:
+
+            def drain() -> None:
+                while True:
+                    try:
+                        cap = log.add(captions.get_nowait())
+                    except queue.Empty:
+                        return
+                    writers.write(cap)
+                    display.show(cap)
+
+            mic.start()
+            say(f"listening on {device.name} ({mic.capture_rate:g} Hz); Ctrl-C to stop")
+            while not stop.is_set():
+                try:
+                    chunk = mic.read(timeout=0.1)
+                except TimeoutError:
+                    drain()
+                    continue
+                if chunk is None:  # capture ended (errors raise AudioError)
+                    break
+                stream.feed(chunk)
+                drain()
+                if args.duration is not None and stream.fed_s >= args.duration:
+                    break
+            mic.stop()
+            for rest in _remaining(mic):
+                stream.feed(rest)
+            stream.finish()
+            if not stream.wait_idle(FINISH_TIMEOUT_S):
+                say(f"streamcap dictate: the last caption did not come in {FINISH_TIMEOUT_S:g} s")
+                status = 1
+            drain()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        mic.stop()
+        worker.stop()
+    if stream.errors:  # a decode failed in the worker: a bug, with its own traceback
+        raise stream.errors[0]
+    return status
+
+
+def _remaining(mic: Any) -> Iterator[Any]:
+    """Audio the microphone delivered before it stopped and nobody read yet."""
+    from streamcap.audio import AudioError
+
+    while True:
+        try:
+            chunk = mic.read(timeout=0.01)
+        except (TimeoutError, AudioError):
+            return
+        if chunk is None:
+            return
+        yield chunk
+
+
+def _on_sigint(stop: threading.Event) -> Any:
+    """First Ctrl-C: finish the utterance and exit cleanly; a second one interrupts."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        say("\nstopping: finishing the last caption (Ctrl-C again to abort)")
+
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: leave Ctrl-C alone
+        return signal.getsignal(signal.SIGINT)

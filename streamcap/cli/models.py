@@ -1,0 +1,51 @@
+"""`streamcap models`: the bundled models, their state, and where they live.
+
+Paths are printed whole on lines of their own (a table column would cut them to the terminal's
+width, and a cut path cannot be copied).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from streamcap.errors import UserError
+
+
+def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument(
+        "--prepare",
+        nargs="*",
+        metavar="NAME",
+        help="convert these bundled models (no NAME: all) into the cache now "
+        "(default: each on its first use)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from streamcap.models.registry import BUNDLED, cache_dir, describe, prepare_bundled
+
+    names = [] if args.prepare is None else args.prepare or list(BUNDLED)
+    for name in names:
+        if name not in BUNDLED:
+            raise UserError(f"unknown bundled model {name!r} (bundled: {', '.join(BUNDLED)})")
+        print(f"{name}: {prepare_bundled(name)}")
+    rows = describe()
+    table = Table(title="streamcap models")
+    table.add_column("name", no_wrap=True)
+    table.add_column("description")
+    table.add_column("state")
+    for row in rows:
+        table.add_row(row["name"], row["description"], row["state"])
+    Console().print(table)
+    print(f"cache: {cache_dir()}")
+    for row in rows:
+        print(f"  {row['name']}: {row['path']}")
+    print(
+        "Any Hugging Face Whisper checkpoint also works: --model openai/whisper-large-v3 "
+        "--assistant distil-whisper/distil-large-v3 (needs network), or a local folder."
+    )
+    return 0

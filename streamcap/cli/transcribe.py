@@ -1,0 +1,206 @@
+"""`streamcap transcribe FILE...`: files to text and caption files, as the decoder goes.
+
+Each final is printed and appended to the output files the moment its utterance is decoded,
+so a long file shows progress in its text, and Ctrl-C leaves valid SRT / VTT / JSONL / TXT
+files with everything so far. Every check a user can fail (flags, paths, input files, the
+language) runs before the model loads. ``--live`` replays one file through the live pipeline
+instead (`streamcap.cli.live`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamcap.cli.common import (
+    UsageError,
+    add_live_flags,
+    add_model_flags,
+    decoding_options,
+    load_engine,
+    positive_float,
+    say,
+)
+from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
+
+if TYPE_CHECKING:
+    from streamcap.core.captions import Caption
+    from streamcap.runtime.engine import Engine
+    from streamcap.runtime.transcribe import TranscribeOptions
+
+PROG = "streamcap transcribe"
+#: A file at least this long gets a progress bar on a terminal.
+PROGRESS_MIN_S = 5.0
+#: Flags that only the live pipeline reads (dest -> flag), refused without --live.
+LIVE_ONLY = {
+    "clock": "--clock",
+    "chunk": "--chunk",
+    "partial_interval": "--partial-interval",
+    "no_partials": "--no-partials",
+}
+#: Flags that only offline transcription reads, refused with --live.
+OFFLINE_ONLY = {"condition_on_previous": "--condition-on-previous"}
+
+
+def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="audio or video files (wav, flac, mp3, m4a, mp4, ...)",
+    )
+    add_output_flags(p)
+    p.add_argument("--timestamps", action="store_true", help="prefix each line with its times")
+    p.add_argument(
+        "--condition-on-previous",
+        action="store_true",
+        help="prompt each utterance with the previous one's text (not with --live)",
+    )
+    add_model_flags(p)
+    g = p.add_argument_group("live pipeline (with --live)")
+    g.add_argument(
+        "--live",
+        action="store_true",
+        help="replay one file through the live pipeline: partial and final captions with the "
+        "times they would appear (the flags below need it)",
+    )
+    add_live_flags(g)
+    g.add_argument(
+        "--clock",
+        choices=("simulated", "real"),
+        help="real: paced at real time; simulated: audio time plus the compute actually spent, "
+        "never idle (default: simulated)",
+    )
+    g.add_argument(
+        "--chunk",
+        type=positive_float,
+        metavar="S",
+        help="seconds of audio per feed (default: 0.1)",
+    )
+    p.set_defaults(func=run)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Refuse flags that the chosen mode would silently ignore."""
+    if args.live:
+        given = [flag for dest, flag in OFFLINE_ONLY.items() if getattr(args, dest)]
+        if given:
+            raise UsageError(f"{', '.join(given)}: not used by --live (the live pipeline)")
+        if len(args.files) > 1:
+            raise UsageError(f"--live replays one file at a time ({len(args.files)} given)")
+        return
+    given = [flag for dest, flag in LIVE_ONLY.items() if getattr(args, dest) not in (None, False)]
+    if given:
+        raise UsageError(f"{', '.join(given)}: only with --live (the live pipeline)")
+
+
+def probe(path: str) -> float | None:
+    """The file's duration (None if its header does not say), after checking it opens and
+    decodes: AudioError (one line) for a missing, empty or undecodable file."""
+    from streamcap.audio import audio_duration, iter_audio_chunks
+
+    duration = audio_duration(path)
+    if duration is None:  # no length in the header: decode the first second to vet the file
+        next(iter(iter_audio_chunks(path, chunk_s=1.0)), None)
+    return duration
+
+
+def run(args: argparse.Namespace) -> int:
+    check_flags(args)
+    if args.live:
+        from streamcap.cli.live import run_transcribe_live
+
+        return run_transcribe_live(args)
+    plan = plan_outputs(args.files, args.output, args.format)
+    durations = [probe(f) for f in args.files]
+    from streamcap.runtime.transcribe import TranscribeOptions  # torch: after the checks
+
+    engine = load_engine(args)
+    opts = TranscribeOptions(
+        decoding=decoding_options(engine, args), condition_on_previous=args.condition_on_previous
+    )
+    several = len(args.files) > 1
+    for i, (path, outputs, duration) in enumerate(zip(args.files, plan, durations, strict=True)):
+        if several:  # a header per file, as `head` prints them
+            gap = "\n" if i else ""
+            print(f"{gap}==> {path} <==", flush=True)
+        status = _transcribe_one(engine, path, outputs, duration, opts, args)
+        if status:
+            return status
+    return 0
+
+
+def _transcribe_one(
+    engine: Engine,
+    path: str,
+    outputs: list[Path],
+    duration: float | None,
+    opts: TranscribeOptions,
+    args: argparse.Namespace,
+) -> int:
+    from streamcap.runtime.transcribe import Transcription
+
+    count = 0
+    interrupted = False
+    with Writers(outputs) as writers, _progress(Path(path).name, duration) as progress:
+        job = Transcription(engine, path, opts, on_progress=progress)
+        try:
+            for caption in job:
+                writers.write(caption)  # the files first: they are what an interrupt keeps
+                print(_line(caption, args.timestamps), flush=True)
+                count += 1
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:  # the files are closed, each valid with every caption so far
+        kept = f"; {', '.join(map(str, outputs))} keep them" if outputs else ""
+        say(f"\n{PROG}: interrupted after {count} caption(s) of {path}{kept}")
+        return 130
+    if not count:
+        say(f"{PROG}: no speech found in {path}")
+    if args.verbose:
+        say(f"stats: {job.stats.as_dict()}")
+    return 0
+
+
+def _line(caption: Caption, timestamps: bool) -> str:
+    if not timestamps:
+        return caption.text
+    return f"[{_fmt_time(caption.start)} --> {_fmt_time(caption.end)}] {caption.text}"
+
+
+def _fmt_time(t: float) -> str:
+    m, s = divmod(t, 60)
+    h, m = divmod(int(m), 60)
+    return f"{h:02d}:{m:02d}:{s:06.3f}" if h else f"{m:02d}:{s:06.3f}"
+
+
+@contextmanager
+def _progress(name: str, duration: float | None) -> Iterator[Any]:
+    """A progress bar on stderr when it is a terminal and the file is long enough to wait
+    for; yields the callback that moves it (audio seconds read)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    err = Console(stderr=True)
+    show = err.is_terminal and (duration is None or duration >= PROGRESS_MIN_S)
+    if not show:
+        yield lambda _t: None
+        return
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%" if duration else "{task.completed:.0f} s"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        # Captions on stdout go above the bar when both are this terminal; piped, they stay
+        # on stdout untouched.
+        redirect_stdout=sys.stdout.isatty(),
+        redirect_stderr=False,
+    ) as bar:
+        task = bar.add_task(name, total=duration)
+        yield lambda t: bar.update(task, completed=t)

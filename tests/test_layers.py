@@ -1,0 +1,76 @@
+"""The package's shape: a light public API, and the layer contracts (`[tool.importlinter]`).
+
+Subprocesses, so what this test process has imported already (torch, for other tests) cannot
+hide an eager import.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import streamcap
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+def test_import_streamcap_is_light() -> None:
+    """No torch, transformers or sound library at `import streamcap`: the CLI's start-up and
+    the pure layers must not pay for a model they may never load."""
+    heavy = ("torch", "transformers", "sounddevice", "soxr", "av", "websockets")
+    code = (
+        "import sys, streamcap; "
+        f"loaded = [m for m in {heavy!r} if m in sys.modules]; "
+        "assert not loaded, loaded; "
+        "assert streamcap.__version__"
+    )
+    run = _python(code)
+    assert run.returncode == 0, run.stderr
+
+
+def test_core_and_decoding_options_stay_light() -> None:
+    code = (
+        "import sys; import streamcap.core.policy, streamcap.core.segmenter, "
+        "streamcap.core.text, streamcap.core.captions, streamcap.decoding.options, "
+        "streamcap.decoding.spec; "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    )
+    run = _python(code)
+    assert run.returncode == 0, run.stderr
+
+
+def test_every_public_name_resolves() -> None:
+    for name in streamcap.__all__:
+        assert getattr(streamcap, name) is not None, name
+    assert {"Engine", "LiveStream", "LiveConfig", "CaptionServer", "ServerConfig"} <= set(
+        streamcap.__all__
+    )
+    assert streamcap.Engine.__module__ == "streamcap.runtime.engine"
+    assert set(streamcap.__all__) <= set(dir(streamcap))
+    try:
+        streamcap.NoSuchName  # noqa: B018 - the attribute lookup is the test
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("unknown names must raise AttributeError")
+
+
+def test_import_contracts_hold() -> None:
+    """`lint-imports` (import-linter) checks the layer contracts in pyproject.toml."""
+    run = subprocess.run(
+        [str(BIN / "lint-imports"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "broken" in run.stdout and "0 broken" in run.stdout
