@@ -59,8 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         "--against",
         metavar="REV",
         default="HEAD" if (ROOT / ".git").exists() and shutil.which("git") else None,
-        help="also time the package at this git revision (default: HEAD in a checkout; "
-        "'' to skip)",
+        help="also time the package at this git revision (default: HEAD in a checkout; '' to skip)",
     )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

@@ -67,6 +67,8 @@ def reference_audio(reference: Path, audio: str) -> Path:
         if candidate.is_file():
             return candidate
     raise SystemExit(f"load_test: error: audio {audio!r} of {reference} not found")
+
+
 CLIPS = ROOT / "tests" / "data"
 
 

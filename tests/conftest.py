@@ -59,3 +59,13 @@ def speech() -> dict[str, object]:
         assert rate == 16000
         clips[item["id"]] = audio
     return clips
+
+
+@pytest.fixture(scope="module")
+def worker(engine):  # noqa: ANN001, ANN201 - an InferenceWorker (torch is imported lazily)
+    """A started inference worker on the session's engine, one per test module."""
+    from streamcap.runtime.worker import InferenceWorker
+
+    w = InferenceWorker(engine).start()
+    yield w
+    w.stop()

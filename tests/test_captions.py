@@ -157,12 +157,11 @@ def test_split_cues_falls_back_to_greedy_when_even_split_overflows() -> None:
 
 def test_sentences_cut_at_sentence_ends_only() -> None:
     text = (
-        'Hello Mr. Smith, this is J. K. Rowling. Really? "Yes!" e.g. this. The U.S. is big... '
-        "Go."
+        'Hello Mr. Smith, this is J. K. Rowling. Really? "Yes!" e.g. this. The U.S. is big... Go.'
     )
     assert sentences(text) == [
         "Hello Mr. Smith, this is J. K. Rowling.",
-        'Really?',
+        "Really?",
         '"Yes!" e.g. this.',
         "The U.S. is big...",
         "Go.",

@@ -48,15 +48,6 @@ FRAME_LIMIT = 256 * 1024
 
 
 @pytest.fixture(scope="module")
-def worker(engine: Any) -> Iterator[Any]:
-    from streamcap.runtime.worker import InferenceWorker
-
-    w = InferenceWorker(engine).start()
-    yield w
-    w.stop()
-
-
-@pytest.fixture(scope="module")
 def server(worker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     config = ServerConfig(
         port=0,

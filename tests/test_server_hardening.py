@@ -46,15 +46,6 @@ DASHWOOD = "and mister john dashwood had then leisure to consider how much there
 
 
 @pytest.fixture(scope="module")
-def worker(engine: Any) -> Iterator[Any]:
-    from streamcap.runtime.worker import InferenceWorker
-
-    w = InferenceWorker(engine).start()
-    yield w
-    w.stop()
-
-
-@pytest.fixture(scope="module")
 def server(worker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
     config = ServerConfig(
         port=0,

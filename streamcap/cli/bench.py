@@ -144,7 +144,7 @@ def read_manifest(args: argparse.Namespace) -> list[dict[str, Any]]:
         except json.JSONDecodeError as e:
             raise UserError(f"{path}:{n}: not JSON ({e.msg})") from None
         if not isinstance(item, dict) or "id" not in item or "audio" not in item:
-            raise UserError(f"{path}:{n}: each line needs an object with \"id\" and \"audio\"")
+            raise UserError(f'{path}:{n}: each line needs an object with "id" and "audio"')
         items.append(item)
     items = [
         d

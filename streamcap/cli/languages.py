@@ -67,4 +67,3 @@ def resolve_language(value: str | None) -> str | None:
     else:
         hint = "use a code or an English name: " + ", ".join(LANGUAGES)
     raise UserError(f"unknown language {value!r}: {hint}")
-

@@ -23,6 +23,7 @@ from streamcap.formats import FORMATS, CaptionWriter, format_of, open_writer
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption
 
+
 def add_output_flags(p: argparse.ArgumentParser, *, folders: bool = True) -> None:
     """-o/--output (and --format where outputs can be folders: one file per input)."""
     where = (

@@ -157,9 +157,7 @@ class LiveStream:
             self.worker.run_pending()
         self._drain()
         with self._idle:
-            return self._idle.wait_for(
-                lambda: self._outstanding == 0 and not self._inbox, timeout
-            )
+            return self._idle.wait_for(lambda: self._outstanding == 0 and not self._inbox, timeout)
 
     @property
     def finished(self) -> bool:

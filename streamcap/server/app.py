@@ -41,7 +41,7 @@ from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
 from .config import ServerConfig, StreamFactory, live_stream_factory
-from .hub import Hub, StreamEntry, Viewer
+from .hub import Hub, StreamEntry
 from .ingest import IngestSession
 from .metrics import CONTENT_TYPE, ServerMetrics, worker_snapshot
 from .protocol import (
@@ -51,10 +51,10 @@ from .protocol import (
     error_message,
     extract_token,
     parse_ws_path,
-    resume_cursor,
 )
 from .ratelog import RateLimitedLog
 from .record import Recorder
+from .viewers import serve_viewer
 
 __all__ = ["CaptionServer", "ServerConfig", "StreamFactory", "live_stream_factory"]
 
@@ -94,7 +94,7 @@ class CaptionServer:
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._publishers: dict[str, IngestSession] = {}
-        self._viewer_done: set[asyncio.Event] = set()
+        self.viewer_done: set[asyncio.Event] = set()
         self._closing = False
         self.open_connections = 0
         self.started_at = time.time()
@@ -183,8 +183,8 @@ class CaptionServer:
         for _entry, viewer in self.hub.live_viewers():
             viewer.closing = True
             viewer.wake.set()
-        if self._viewer_done:
-            await _wait_events(list(self._viewer_done), cfg.shutdown_flush_s)
+        if self.viewer_done:
+            await _wait_events(list(self.viewer_done), cfg.shutdown_flush_s)
         self._server.close(close_connections=True)
         await self._server.wait_closed()
         if self.recorder is not None:
@@ -314,7 +314,9 @@ class CaptionServer:
         if route == "ingest":
             await self._ingest(ws, params["stream"])
         else:
-            await self._captions(ws, params["stream"], int(params["since"]), params.get("epoch"))
+            await serve_viewer(
+                self, ws, params["stream"], int(params["since"]), params.get("epoch")
+            )
 
     # ---- ingest
 
@@ -382,74 +384,6 @@ class CaptionServer:
     def recorder_close(self, stream: str) -> None:
         if self.recorder is not None:
             self.recorder.close_stream(stream)
-
-    # ---- captions
-
-    async def _captions(
-        self, ws: ServerConnection, stream: str, since: int, epoch: str | None
-    ) -> None:
-        cfg = self.config
-        entry = self.hub.get(stream)
-        if cfg.unknown_stream == "reject" and (entry is None or not entry.started):
-            err = ProtocolError(CloseCode.POLICY_VIOLATION, f"unknown stream {stream!r}")
-            await self.refuse(ws, err, "unknown_stream", stream)
-            return
-        if self.hub.viewers >= cfg.max_viewers:
-            err = ProtocolError(
-                CloseCode.POLICY_VIOLATION, f"server is at its limit of {cfg.max_viewers} viewers"
-            )
-            await self.refuse(ws, err, "limit", stream)
-            return
-        entry = self.hub.entry(stream)
-        viewer = Viewer(resume_cursor(since, epoch, entry.log.epoch, entry.log.last_seq))
-        entry.viewers.add(viewer)
-        viewer.wake.set()
-        done = asyncio.Event()
-        self._viewer_done.add(done)
-        sender = asyncio.create_task(self._send_loop(ws, entry, viewer))
-        reader = asyncio.create_task(self._drain(ws))
-        try:
-            await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
-            if sender.done() and not sender.cancelled() and sender.result() == "closing":
-                with contextlib.suppress(ConnectionClosed):
-                    await ws.close(CloseCode.GOING_AWAY, "server shutting down")
-        finally:
-            for t in (sender, reader):
-                t.cancel()
-            await asyncio.gather(sender, reader, return_exceptions=True)
-            entry.viewers.discard(viewer)
-            self.hub.release(entry)
-            self._viewer_done.discard(done)
-            done.set()
-
-    async def _drain(self, ws: ServerConnection) -> None:
-        """Viewers have nothing to say; read (and ignore) until the connection closes."""
-        try:
-            async for _ in ws:
-                pass
-        except ConnectionClosed:
-            pass
-
-    async def _send_loop(self, ws: ServerConnection, entry: StreamEntry, viewer: Viewer) -> str:
-        """Send the log from the viewer's cursor on, whenever woken; at shutdown, what is left."""
-        timeout = self.config.viewer_send_timeout_s
-        while True:
-            await viewer.wake.wait()
-            viewer.wake.clear()
-            for cap in entry.log.since(viewer.cursor):
-                try:
-                    await asyncio.wait_for(ws.send(cap.to_json()), timeout)
-                except asyncio.TimeoutError:
-                    reason = f"viewer too slow; reconnect with since={viewer.cursor}"
-                    err = ProtocolError(CloseCode.POLICY_VIOLATION, reason)
-                    await self.refuse(ws, err, "slow_viewer", entry.stream)
-                    return "slow"
-                except ConnectionClosed:
-                    return "gone"
-                viewer.cursor = cap.seq
-                self.metrics.events_sent.inc()
-            if viewer.closing:
-                return "closing"
 
 
 async def _wait_events(events: list[asyncio.Event], timeout: float) -> None:

@@ -1,0 +1,127 @@
+"""What the inference worker is given and what it reports: jobs, outcomes, typed stats.
+
+Frozen snapshots (`StreamStats`, `WorkerStats`) are what metrics, reports and tests read,
+field by field; `after_job` is the one rule that counts a finished job in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from streamcap.core.constants import SAMPLE_RATE, WINDOW_S
+from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.runtime.clock import Clock
+
+JobKind = Literal["partial", "final"]
+
+
+@dataclass
+class JobOutcome:
+    """What became of a job: a result, a drop (stale partial), or an error."""
+
+    result: DecodeResult | None = None
+    dropped: bool = False
+    error: BaseException | None = None
+    encoder_s: float = 0.0
+    decoder_s: float = 0.0
+    compute_s: float = 0.0  # wall time of encode + decode, as charged to the clock
+    queued_s: float = 0.0
+    context_s: float = WINDOW_S
+    options: DecodingOptions | None = None  # as decoded (after prepare)
+    hypothesis: tuple[int, ...] | None = None
+
+
+@dataclass(eq=False)
+class DecodeJob:
+    """One decode of one window of one stream.
+
+    ``prepare`` (called on the worker thread when the job starts) returns the options and the
+    hypothesis to draft from, so they reflect results delivered just before. ``on_done`` is
+    called on the worker thread (or the stepping thread) with the outcome, also for drops.
+    """
+
+    stream: str
+    kind: JobKind
+    window: int
+    audio: np.ndarray
+    on_done: Callable[[DecodeJob, JobOutcome], None]
+    options: DecodingOptions = field(default_factory=DecodingOptions)
+    hypothesis: Sequence[int] | None = None
+    prepare: Callable[[], tuple[DecodingOptions, Sequence[int] | None]] | None = None
+    context_s: float | None = None  # encoder context for a partial; None: standard 30 s
+    clock: Clock | None = None
+    tag: Any = None  # the submitter's own reference (e.g. its request)
+    id: int = 0
+    submitted: float = 0.0
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """What the worker did for one stream (or for all), as of one moment."""
+
+    jobs: int = 0  # decodes run (not counting errors)
+    finals: int = 0
+    partials: int = 0
+    dropped_partials: int = 0  # stale partials dropped unrun
+    errors: int = 0
+    compute_s: float = 0.0  # encode + decode, as charged to the jobs' clocks
+    queue_wait_s: float = 0.0
+    audio_s: float = 0.0  # audio decoded, seconds
+    decode: DecodeStats = field(default_factory=DecodeStats)  # summed over the decodes
+    queue_depth: int = 0  # jobs waiting now
+
+    def as_dict(self) -> dict[str, float]:
+        """Flat numbers for reports (JSON): seconds rounded, the decode counters inlined."""
+        d: dict[str, float] = {
+            "jobs": self.jobs,
+            "finals": self.finals,
+            "partials": self.partials,
+            "dropped_partials": self.dropped_partials,
+            "errors": self.errors,
+            "compute_s": round(self.compute_s, 4),
+            "queue_wait_s": round(self.queue_wait_s, 4),
+            "audio_decoded_s": round(self.audio_s, 3),
+        }
+        d.update(self.decode.as_dict())
+        d["queue_depth"] = self.queue_depth
+        return d
+
+
+@dataclass(frozen=True)
+class WorkerStats(StreamStats):
+    """Totals over every stream, plus the deepest queue so far and the streams ever seen."""
+
+    max_queue_depth: int = 0
+    streams: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        d = super().as_dict()
+        d["max_queue_depth"] = self.max_queue_depth
+        d["streams"] = self.streams
+        return d
+
+
+_S = TypeVar("_S", bound=StreamStats)
+
+
+def after_job(stats: _S, job: DecodeJob, outcome: JobOutcome) -> _S:
+    """``stats`` with one more job run (or failed) counted in."""
+    queue_wait_s = stats.queue_wait_s + outcome.queued_s
+    if outcome.error is not None:
+        return replace(stats, queue_wait_s=queue_wait_s, errors=stats.errors + 1)
+    final = job.kind == "final"
+    result = outcome.result
+    return replace(
+        stats,
+        queue_wait_s=queue_wait_s,
+        jobs=stats.jobs + 1,
+        compute_s=stats.compute_s + outcome.compute_s,
+        audio_s=stats.audio_s + len(job.audio) / SAMPLE_RATE,
+        finals=stats.finals + final,
+        partials=stats.partials + (not final),
+        decode=stats.decode + result.stats if result is not None else stats.decode,
+    )
