@@ -364,9 +364,14 @@ def offline_wer(
         return None, []
     opts = options_for(engine, config.language, config.task)
     texts = []
+    window = int(30 * SR)  # a reference segment may be longer than Whisper's 30 s window
     for seg in segments:
         clip = audio[round(seg["start"] * SR) : round(seg["end"] * SR)]
-        texts.append(engine.transcribe(clip, opts).text.strip())
+        parts = [
+            engine.transcribe(clip[i : i + window], opts).text.strip()
+            for i in range(0, len(clip), window)
+        ]
+        texts.append(" ".join(p for p in parts if p))
     ref = norm(" ".join(s["text"] for s in segments))
     return _wer(ref, norm(" ".join(texts))), texts
 

@@ -60,6 +60,8 @@ __all__ = ["CaptionServer", "ServerConfig", "StreamFactory", "live_stream_factor
 
 log = logging.getLogger("streamcap.server")
 
+#: How long a refused client has to answer our close frame before its socket is dropped.
+REFUSE_CLOSE_TIMEOUT_S = 0.5
 #: How often "out of file descriptors" is logged at most (asyncio retries accept every second).
 FD_LOG_INTERVAL_S = 60.0
 
@@ -290,6 +292,9 @@ class CaptionServer:
     ) -> None:
         route = urlsplit(ws.request.path).path if ws.request is not None else "?"
         self.refused(label, f"{route} {err.code}: {err.reason[:100]}", stream)
+        # A refused client gets its close frame but not 10 s of our reading: a flooder keeps
+        # sending until it sees the close, and every frame of that would still be parsed.
+        ws.close_timeout = min(ws.close_timeout or REFUSE_CLOSE_TIMEOUT_S, REFUSE_CLOSE_TIMEOUT_S)
         try:
             await ws.send(error_message(err.code, err.reason))
             await ws.close(err.code, err.close_reason)
