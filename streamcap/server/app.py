@@ -297,6 +297,8 @@ class CaptionServer:
         ws.close_timeout = min(ws.close_timeout or REFUSE_CLOSE_TIMEOUT_S, REFUSE_CLOSE_TIMEOUT_S)
         try:
             await ws.send(error_message(err.code, err.reason))
+            if label == "flood" and isinstance(ws.transport, asyncio.ReadTransport):
+                ws.transport.pause_reading()  # what it keeps sending is not even read
             await ws.close(err.code, err.close_reason)
         except ConnectionClosed:
             pass
