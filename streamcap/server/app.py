@@ -144,6 +144,10 @@ class CaptionServer:
                 self.config.connection_limit,
             )
             return
+        if self._closing and "_start_serving" in repr(context.get("handle")):
+            # asyncio's accept retry after EMFILE fires on a listening socket we just closed
+            log.debug("accept retry after shutdown ignored: %s", exc)
+            return
         loop.default_exception_handler(context)
 
     @property
