@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -67,6 +67,7 @@ class IngestSession:
         self.resampler: StreamResampler | None = None
         self.done = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._stop_waiter: asyncio.Task[Any] | None = None
         self._stop: tuple[int, str] | None = None
 
     @property
@@ -86,7 +87,11 @@ class IngestSession:
         outcome = "stopped_by_server"
         try:
             if self._stop is None:
-                outcome = await self._receive()
+                waiter = self._stop_waiter = asyncio.create_task(self._stopping.wait())
+                try:
+                    outcome = await self._receive()
+                finally:
+                    waiter.cancel()
         finally:
             await self._finish()
             await self._close(outcome)
@@ -96,16 +101,13 @@ class IngestSession:
         """The next message; None once `request_stop` was called. The pending receive is left
         to the close that follows (cancelling a `wait_for` around `recv` from another task
         was not reliable here: the stop could wait for the idle timeout)."""
-        if self._stopping.is_set():
+        stop = self._stop_waiter  # one waiter for the whole session, not one per message
+        if stop is None or stop.done():
             return None
-        recv = asyncio.ensure_future(self.ws.recv())
-        stop = asyncio.ensure_future(self._stopping.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {recv, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            stop.cancel()
+        recv: asyncio.Task[Any] = asyncio.create_task(self.ws.recv())
+        done, _ = await asyncio.wait(
+            {recv, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
         if recv in done:
             return recv.result()
         recv.cancel()

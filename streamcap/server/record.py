@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -187,6 +187,4 @@ class Recorder:
 
 
 def _replace_seq(cap: Caption, seq: int, epoch: str) -> Caption:
-    from dataclasses import replace
-
     return replace(cap, seq=seq, epoch=epoch)
