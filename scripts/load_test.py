@@ -335,12 +335,26 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     results = await asyncio.gather(
         *(publisher(i, s) for i, s in enumerate(streams)), return_exceptions=True
     )
-    await asyncio.sleep(2.0)  # the publishers' close follows their last final; let viewers see it
+    closed_at = time.monotonic()
+    refused = {s for s, r in zip(streams, results, strict=True) if _close_code(r) == 1013}
+    # The publishers' close (1000) follows their last final. A server that closed before its
+    # finals were out (or says so with 1013) may still deliver them: wait for every recorded
+    # final to reach the viewers (bounded), and count what came after the close as late.
+    deadline = time.monotonic() + args.drain_timeout
+    while time.monotonic() < deadline and not _delivered(streams, viewers, record):
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2.0)
     stop.set()
     await asyncio.gather(*vtasks, return_exceptions=True)
     sample_task.cancel()
 
-    report: dict[str, Any] = {"streams": {}, "errors": [repr(r) for r in results if r]}
+    report: dict[str, Any] = {
+        "streams": {},
+        "errors": [
+            repr(r) for s, r in zip(streams, results, strict=True) if r and s not in refused
+        ],
+        "refused_streams": sorted(refused),
+    }
     all_lat: list[float] = []
     dropped_total = 0
     missed_total = 0
@@ -350,7 +364,11 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
         rec_seqs = {r["seq"] for r in recorded}
         first = viewers[s][0]
         finals = [(t, ev["text"]) for t, ev in first.events if ev["type"] == "final"]
+        if s in refused:  # admission control said no at once: nothing was promised
+            report["streams"][s] = {"refused": True}
+            continue
         lat, missed = final_latencies(programs[i].segments, finals, t0s.get(s, t_start))
+        late = sum(t > closed_at + 2.0 for t, _ in finals)
         dropped = [
             len(rec_seqs - {ev["seq"] for _, ev in v.events if ev["type"] == "final"})
             for v in viewers[s]
@@ -366,6 +384,7 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
             "final_latency_p95": pct(lat, 95),
             "final_latency_max": max(lat) if lat else None,
             "finals_recorded": len(recorded),
+            "finals_after_publishers_closed": late,
             "dropped_finals_per_viewer": dropped,
             "partials_received_per_viewer": partials,
             "viewer_errors": [v.error for v in viewers[s] if v.error],
@@ -380,6 +399,7 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     report.update(
         {
             "n_streams": args.streams,
+            "server": f"{args.server_root} {' '.join(args.server_arg)}".strip(),
             "viewers_per_stream": args.viewers,
             "seconds": args.seconds,
             "audio": str(args.reference) if not args.clips else "tests/data clips",
@@ -404,6 +424,28 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     return report
 
 
+def _close_code(result: object) -> int | None:
+    """The close code of a publisher's failure (PublishError or ConnectionClosed), if any."""
+    code = getattr(result, "code", None)
+    rcvd = getattr(result, "rcvd", None)
+    if code is None and rcvd is not None:
+        code = rcvd.code
+    return code if isinstance(code, int) else None
+
+
+def _delivered(streams: list[str], viewers: dict[str, list[ViewerLog]], record: Path) -> bool:
+    """Every final recorded so far has reached every viewer of its stream."""
+    for s in streams:
+        path = record / f"{s}.jsonl"
+        if not path.exists():
+            continue
+        seqs = {json.loads(x)["seq"] for x in path.read_text().splitlines() if x.strip()}
+        for v in viewers[s]:
+            if seqs - {ev["seq"] for _, ev in v.events if ev["type"] == "final"}:
+                return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--streams", type=int, default=1, help="publishers (N)")
@@ -416,6 +458,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stagger", type=float, default=0.37, help="seconds between publisher starts")
     p.add_argument("--sample-every", type=float, default=2.0, help="seconds between samples")
     p.add_argument("--json", type=Path, help="write the report here (default: stdout only)")
+    p.add_argument(
+        "--drain-timeout", type=float, default=120.0,
+        help="after the publishers closed, wait up to this long for recorded finals to arrive",
+    )  # fmt: skip
+    p.add_argument(
+        "--server-root", type=Path, default=ROOT,
+        help="run the server of this checkout (e.g. a worktree of an older commit)",
+    )  # fmt: skip
+    p.add_argument(
+        "--server-arg", action="append", default=[], metavar="ARG",
+        help="extra `streamcap serve` argument (repeat), e.g. --server-arg=--no-admission",
+    )  # fmt: skip
     args = p.parse_args(argv)
 
     port = free_port()
@@ -428,9 +482,13 @@ def main(argv: list[str] | None = None) -> int:
         ]  # fmt: skip
         if args.threads:
             cmd += ["--threads", str(args.threads)]
+        cmd += args.server_arg
+        env = dict(os.environ, PYTHONPATH=str(args.server_root))
         log_path = record / "server.log"
         log_file = open(log_path, "w")  # noqa: SIM115 - closed below
-        server = subprocess.Popen(cmd, cwd=ROOT, stderr=log_file, stdout=log_file)
+        server = subprocess.Popen(
+            cmd, cwd=args.server_root, env=env, stderr=log_file, stdout=log_file
+        )
         try:
             deadline = time.monotonic() + 300
             while True:

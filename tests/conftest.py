@@ -63,9 +63,15 @@ def speech() -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def worker(engine):  # noqa: ANN001, ANN201 - an InferenceWorker (torch is imported lazily)
-    """A started inference worker on the session's engine, one per test module."""
+    """A started inference worker on the session's engine, one per test module. Admission
+    control never refuses on it (tests of other things run streams as they please); the
+    admission tests make their own workers."""
+    import math
+
+    from streamcap.core.capacity import CapacityConfig
     from streamcap.runtime.worker import InferenceWorker
 
-    w = InferenceWorker(engine).start()
+    lenient = CapacityConfig(max_finals_load=math.inf, max_final_wait_s=math.inf)
+    w = InferenceWorker(engine, capacity=lenient).start()
     yield w
     w.stop()

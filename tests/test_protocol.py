@@ -46,7 +46,7 @@ def s16(values: list[int]) -> bytes:
 
 
 def test_close_codes() -> None:
-    assert [int(c) for c in CloseCode] == [1000, 1001, 1003, 1008, 1009, 1011]
+    assert [int(c) for c in CloseCode] == [1000, 1001, 1003, 1008, 1009, 1011, 1013]
     e = ProtocolError(CloseCode.POLICY_VIOLATION, "nope")
     assert (e.code, e.reason, str(e)) == (1008, "nope", "1008: nope")
     assert e.close_reason == "nope"

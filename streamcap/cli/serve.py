@@ -111,6 +111,15 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="publishers at once",
     )  # fmt: skip
     g.add_argument(
+        "--max-load", type=load_share, default=0.7, metavar="X",
+        help="admission control: refuse a new publisher (1013) when the streams' finals would "
+        "take more than this share of the worker, as measured (0-1)",
+    )  # fmt: skip
+    g.add_argument(
+        "--no-admission", dest="admission", action="store_false",
+        help="no admission control: admit publishers up to --max-streams whatever the load",
+    )  # fmt: skip
+    g.add_argument(
         "--max-viewers", type=positive_int, default=d.max_viewers, metavar="N",
         help="viewers at once",
     )  # fmt: skip
@@ -195,6 +204,7 @@ def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConf
             allowed_origins=tuple(args.allow_origin),
             allowed_hosts=tuple(args.allow_host),
             max_streams=args.max_streams,
+            admission=getattr(args, "admission", True),
             max_viewers=args.max_viewers,
             max_connections=args.max_connections,
             max_frame_bytes=args.max_frame_bytes,
@@ -264,10 +274,23 @@ def check_port(host: str, port: int) -> None:
                 raise UserError(f"cannot listen on {host}:{port}: {e.strerror}") from None
 
 
+def load_share(value: str) -> float:
+    """A share of the worker, in (0, 1]."""
+    x = positive_float(value)
+    if x > 1:
+        raise argparse.ArgumentTypeError(f"{value} is more than the whole worker (1)")
+    return x
+
+
 def start_worker(args: argparse.Namespace) -> Any:
+    """Load the model, warm it up (which also measures the prior of admission control),
+    start the worker thread."""
+    from streamcap.core.capacity import CapacityConfig
     from streamcap.runtime.worker import InferenceWorker
 
-    worker = InferenceWorker(load_engine(args))
+    capacity = CapacityConfig(max_finals_load=getattr(args, "max_load", 0.7))
+    worker = InferenceWorker(load_engine(args), capacity=capacity)
+    worker.warm_up(getattr(args, "language", None))
     worker.start()
     return worker
 

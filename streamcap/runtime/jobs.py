@@ -70,6 +70,7 @@ class StreamStats:
     errors: int = 0
     compute_s: float = 0.0  # encode + decode, as charged to the jobs' clocks
     queue_wait_s: float = 0.0
+    final_queue_wait_s: float = 0.0  # the finals' share of queue_wait_s
     audio_s: float = 0.0  # audio decoded, seconds
     decode: DecodeStats = field(default_factory=DecodeStats)  # summed over the decodes
     queue_depth: int = 0  # jobs waiting now
@@ -84,6 +85,7 @@ class StreamStats:
             "errors": self.errors,
             "compute_s": round(self.compute_s, 4),
             "queue_wait_s": round(self.queue_wait_s, 4),
+            "final_queue_wait_s": round(self.final_queue_wait_s, 4),
             "audio_decoded_s": round(self.audio_s, 3),
         }
         d.update(self.decode.as_dict())
@@ -111,13 +113,20 @@ _S = TypeVar("_S", bound=StreamStats)
 def after_job(stats: _S, job: DecodeJob, outcome: JobOutcome) -> _S:
     """``stats`` with one more job run (or failed) counted in."""
     queue_wait_s = stats.queue_wait_s + outcome.queued_s
-    if outcome.error is not None:
-        return replace(stats, queue_wait_s=queue_wait_s, errors=stats.errors + 1)
     final = job.kind == "final"
+    final_wait = stats.final_queue_wait_s + (outcome.queued_s if final else 0.0)
+    if outcome.error is not None:
+        return replace(
+            stats,
+            queue_wait_s=queue_wait_s,
+            final_queue_wait_s=final_wait,
+            errors=stats.errors + 1,
+        )
     result = outcome.result
     return replace(
         stats,
         queue_wait_s=queue_wait_s,
+        final_queue_wait_s=final_wait,
         jobs=stats.jobs + 1,
         compute_s=stats.compute_s + outcome.compute_s,
         audio_s=stats.audio_s + len(job.audio) / SAMPLE_RATE,

@@ -43,7 +43,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from streamcap.core.constants import ENCODER_POSITIONS_PER_S
+from streamcap.core.capacity import Admission, CapacityConfig, Load, LoadMeter, admit
+from streamcap.core.constants import ENCODER_POSITIONS_PER_S, SAMPLE_RATE
+from streamcap.decoding.options import DecodingOptions
 from streamcap.runtime.clock import Measurement
 from streamcap.runtime.engine import Encoded, Engine
 from streamcap.runtime.jobs import (
@@ -77,7 +79,13 @@ def encode_window(engine: Engine, audio: np.ndarray, context_s: float | None = N
 class InferenceWorker:
     """Owns ``engine``; decodes jobs from any number of streams (see the module docstring)."""
 
-    def __init__(self, engine: Engine, *, name: str = "streamcap-worker") -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        name: str = "streamcap-worker",
+        capacity: CapacityConfig | None = None,
+    ) -> None:
         self.engine = engine
         self.name = name
         self._cond = threading.Condition()
@@ -96,6 +104,8 @@ class InferenceWorker:
         self._streams_seen = 0
         self._max_depth = 0
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
+        #: measured load for admission control (`core.capacity`), under the lock
+        self._meter = LoadMeter(capacity)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -284,6 +294,10 @@ class InferenceWorker:
             outcome.error = e
         with self._cond:
             self._account(job, outcome)
+            if outcome.error is None:
+                self._meter.job_done(
+                    time.monotonic(), job.kind == "final", outcome.compute_s, outcome.queued_s
+                )
         try:
             job.on_done(job, outcome)
         except Exception:  # the submitter's bug must not stop every other stream
@@ -347,6 +361,43 @@ class InferenceWorker:
         with self._cond:
             waiting = sum(j.stream == stream for j in self._finals) + (stream in self._partials)
             return replace(self._streams.get(stream, StreamStats()), queue_depth=waiting)
+
+    # ------------------------------------------------------------------ capacity
+
+    def warm_up(self, language: str | None = None) -> float:
+        """Run a final-shaped decode twice (the first call picks kernels and allocates) and
+        take the second's cost as the prior of admission control; returns it (seconds).
+
+        The encoder's full 30 s input is most of a final's cost; one second of silence decodes
+        in a few tokens where speech takes dozens, but speech drafts from its partials, so the
+        two come close. Measurement replaces the prior once streams run (`core.capacity`).
+        """
+        clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
+        opts = DecodingOptions(language=language if self.engine.multilingual else None)
+        cost = 0.0
+        for _ in range(2):
+            t0 = time.perf_counter()
+            self.engine.decode(encode_window(self.engine, clip, None), opts)
+            cost = time.perf_counter() - t0
+        with self._cond:
+            self._meter.set_prior(cost)
+        return cost
+
+    def streams_changed(self, streams: int) -> None:
+        """The number of live streams on this worker is now ``streams`` (the server says)."""
+        with self._cond:
+            self._meter.streams_changed(time.monotonic(), streams)
+
+    def load(self) -> Load:
+        """The measured load over the meter's window."""
+        with self._cond:
+            return self._meter.load(time.monotonic())
+
+    def admission(self, streams: int) -> Admission:
+        """May one more stream join ``streams`` live ones (`core.capacity.admit`)?"""
+        with self._cond:
+            load = self._meter.load(time.monotonic())
+            return admit(load, streams, self._meter.prior, self._meter.config)
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Prompt token ids (cached per text: prompts repeat from decode to decode)."""

@@ -89,13 +89,13 @@ class CaptionServer:
                 return recorder.load(stream, max_finals=config.max_finals)
 
         self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
-        self.metrics = ServerMetrics(self.hub.snapshot, lambda: worker_snapshot(self.worker))
+        self._publishers: dict[str, IngestSession] = {}
+        self.metrics = ServerMetrics(self.hub.snapshot, self._worker_metrics)
         self.web_dir = config.web_dir or routes.default_web_dir()
         self.rlog = RateLimitedLog(log)
         self._fd_log = RateLimitedLog(log, interval_s=FD_LOG_INTERVAL_S, burst=1)
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._publishers: dict[str, IngestSession] = {}
         self.viewer_done: set[asyncio.Event] = set()
         self._closing = False
         self.open_connections = 0
@@ -245,8 +245,14 @@ class CaptionServer:
             return routes.static_file(self.web_dir, routes.PAGES[path])
         if path.startswith("/static/"):
             return routes.static_file(self.web_dir, path[len("/static/") :])
-        if path == "/healthz":
-            return routes.text(HTTPStatus.OK, "ok")
+        if path == "/healthz":  # alive: 200 even when full (say so in the body)
+            full = self.full()
+            return routes.text(HTTPStatus.OK, f"full: {full}" if full else "ok")
+        if path == "/readyz":  # takes another publisher: a load balancer routes by this
+            full = self.full()
+            if full:
+                return routes.text(HTTPStatus.SERVICE_UNAVAILABLE, f"full: {full}")
+            return routes.text(HTTPStatus.OK, "ready")
         if path == "/metrics":
             return self._metrics(request, connection)
         if path.rstrip("/") in ("/ingest", "/captions"):
@@ -364,6 +370,11 @@ class CaptionServer:
             )
             await self.refuse(ws, err, "limit", stream)
             return
+        full = self.full()
+        if full:
+            err = ProtocolError(CloseCode.TRY_AGAIN_LATER, f"server is full: {full}")
+            await self.refuse(ws, err, "full", stream)
+            return
         session = IngestSession(self, ws, stream)
         self._publishers[stream] = session
         try:
@@ -371,6 +382,38 @@ class CaptionServer:
         finally:
             if self._publishers.get(stream) is session:
                 del self._publishers[stream]
+
+    # ---- capacity (admission control: `core.capacity`, measured by the worker)
+
+    def full(self) -> str | None:
+        """Why a new publisher would be refused now, or None when it would be admitted."""
+        if not self.config.admission:
+            return None
+        admission = getattr(self.worker, "admission", None)
+        if admission is None:  # a worker without a meter (tests' stand-ins)
+            return None
+        decision = admission(len(self._publishers))
+        return None if decision.ok else str(decision.reason)
+
+    def streams_changed(self) -> None:
+        """Tell the worker's meter how many streams are live (a session began or ended)."""
+        changed = getattr(self.worker, "streams_changed", None)
+        if changed is not None:
+            changed(self.hub.publishing)
+
+    def _worker_metrics(self) -> dict[str, float]:
+        out = worker_snapshot(self.worker)
+        load = getattr(self.worker, "load", None)
+        if load is not None:
+            m = load()
+            out.update(load_busy=m.busy, load_finals=m.finals, final_wait_p95=m.final_wait_p95_s)
+            decision = self.worker.admission(len(self._publishers))
+            out.update(
+                stream_finals_load=decision.per_stream,
+                capacity_streams=float(min(decision.capacity, self.config.max_streams)),
+                accepting=float(decision.ok or not self.config.admission),
+            )
+        return out
 
     def caption_callback(self, entry: StreamEntry) -> Callable[[CaptionEvent], None]:
         loop = self._loop

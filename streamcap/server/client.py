@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from streamcap.audio.pcm import float_to_pcm
 
@@ -56,8 +57,12 @@ async def publish(
         start = {"type": "start", "sample_rate": sample_rate, "format": fmt, "channels": 1}
         if language is not None:
             start["language"] = language
-        await ws.send(json.dumps(start))
-        reply = json.loads(await ws.recv())
+        try:
+            await ws.send(json.dumps(start))
+            reply = json.loads(await ws.recv())
+        except ConnectionClosed as e:  # refused before our start arrived (e.g. 1013 full)
+            code = e.rcvd.code if e.rcvd is not None else None
+            raise PublishError(code, e.rcvd.reason if e.rcvd is not None else str(e)) from None
         if reply.get("type") != "ready":
             raise PublishError(reply.get("code"), str(reply.get("reason", reply)))
         step = max(1, int(round(frame_s * sample_rate)))
@@ -85,6 +90,8 @@ async def _wait_closed(ws: ClientConnection) -> None:
                 obj = json.loads(msg)
                 if obj.get("type") == "error":
                     raise PublishError(obj.get("code"), str(obj.get("reason")))
+    except ConnectionClosed:
+        pass  # an error close without an error frame: told below by its code
     finally:
         await ws.wait_closed()
     if ws.close_code not in (1000, None):

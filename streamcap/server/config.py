@@ -43,6 +43,9 @@ class ServerConfig:
     #: Token for `/metrics` (None: open on a loopback-bound server, else loopback clients only).
     metrics_token: str | None = None
     max_streams: int = 8
+    #: Refuse a new publisher (1013) when the worker's measured load says it would not keep
+    #: up (`core.capacity`); False: only `max_streams` limits.
+    admission: bool = True
     max_viewers: int = 256
     #: Open TCP connections at once, counted before any handshake (None: streams + viewers + 64).
     max_connections: int | None = None

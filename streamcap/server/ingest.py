@@ -31,6 +31,7 @@ from .protocol import (
     IngestState,
     ProtocolError,
     StartMessage,
+    error_message,
     ready_message,
 )
 
@@ -69,6 +70,8 @@ class IngestSession:
         self._stopping = asyncio.Event()
         self._stop_waiter: asyncio.Task[Any] | None = None
         self._stop: tuple[int, str] | None = None
+        #: The last finals were not out within `finish_timeout_s` (they follow later).
+        self.late = False
 
     @property
     def connected(self) -> bool:
@@ -172,6 +175,7 @@ class IngestSession:
             server.hub.release(entry)
             self.entry = None
             raise
+        server.streams_changed()
         self.resampler = StreamResampler(start.sample_rate)
         server.rlog.info(
             "stream_start",
@@ -195,7 +199,17 @@ class IngestSession:
                 if tail.size:
                     live.feed(tail)
             live.finish()
-            await asyncio.to_thread(live.wait_idle, self.server.config.finish_timeout_s)
+            timeout = self.server.config.finish_timeout_s
+            if not await asyncio.to_thread(live.wait_idle, timeout):
+                # never close with "stopped" (every final out) when that is not true: the
+                # finals still go to viewers and the recording when the worker gets to them
+                self.late = True
+                log.warning(
+                    "stream %s: finals still decoding %g s after the publisher stopped "
+                    "(worker overloaded); viewers get them when they are ready",
+                    self.stream,
+                    timeout,
+                )
         except Exception:
             log.exception("finishing stream %s failed", self.stream)
         # Captions the worker posted before it went idle are queued ahead of us: let them run.
@@ -206,6 +220,7 @@ class IngestSession:
         entry = self.entry
         if entry is not None:
             entry.end_session(self.state.audio_seconds)
+            server.streams_changed()
             server.recorder_close(self.stream)
             server.hub.release(entry)
             server.rlog.info(
@@ -217,7 +232,11 @@ class IngestSession:
                 entry.log.last_seq,
             )
         with contextlib.suppress(ConnectionClosed):
-            if outcome == "stop":  # every final of the stream is out: the client may rely on it
+            if outcome == "stop" and self.late:
+                why = "overloaded: finals still decoding, viewers get them"
+                await self.ws.send(error_message(CloseCode.TRY_AGAIN_LATER, why))
+                await self.ws.close(CloseCode.TRY_AGAIN_LATER, why)
+            elif outcome == "stop":  # every final of the stream is out: the client may rely on it
                 await self.ws.close(CloseCode.NORMAL_CLOSURE, "stopped")
             elif self._stop is not None:
                 await self.ws.close(*self._stop)

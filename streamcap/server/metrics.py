@@ -29,7 +29,7 @@ LATENCY_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 CLOSE_REASONS = (
     "auth", "origin", "bad_path", "bad_data", "too_big", "flood", "idle", "limit", "busy",
     "slow_viewer", "unknown_stream", "internal", "host", "start_timeout", "connections",
-    "shutdown",
+    "shutdown", "full",
 )  # fmt: skip
 
 Snapshot = Callable[[], Mapping[str, float]]
@@ -48,6 +48,10 @@ def worker_snapshot(worker: Worker) -> dict[str, float]:
         "forward_passes": float(s.decode.forward_passes),
         "jobs": float(s.jobs),
         "partials_dropped": float(s.dropped_partials),
+        "final_queue_wait_seconds": s.final_queue_wait_s,
+        "partial_queue_wait_seconds": s.queue_wait_s - s.final_queue_wait_s,
+        "finals": float(s.finals),
+        "partials": float(s.partials),
     }
 
 
@@ -90,6 +94,47 @@ class _LiveCollector(Collector):
         ):
             if key in w:
                 yield CounterMetricFamily(name, doc, value=w[key])
+        if "finals" in w:
+            wait = CounterMetricFamily(
+                "streamcap_queue_wait_seconds",
+                "Time decode jobs waited for the worker, by kind",
+                labels=["kind"],
+            )
+            jobs = CounterMetricFamily(
+                "streamcap_decodes", "Decodes run by the worker, by kind", labels=["kind"]
+            )
+            for kind in ("final", "partial"):
+                wait.add_metric([kind], w[f"{kind}_queue_wait_seconds"])
+                jobs.add_metric([kind], w[f"{kind}s"])
+            yield wait
+            yield jobs
+        for key, name, doc in (
+            ("load_busy", "streamcap_worker_load", "Worker seconds per second, last minute"),
+            (
+                "load_finals",
+                "streamcap_worker_finals_load",
+                "Worker seconds per second spent on finals, last minute",
+            ),
+            (
+                "stream_finals_load",
+                "streamcap_stream_finals_load",
+                "Finals' worker seconds per stream second (what admission control uses)",
+            ),
+            ("capacity_streams", "streamcap_capacity_streams", "Live streams the worker carries"),
+            (
+                "final_wait_p95",
+                "streamcap_final_wait_p95_seconds",
+                "Queue wait of the latest finals, 95th percentile",
+            ),
+            ("accepting", "streamcap_accepting_streams", "1 if a new publisher would be admitted"),
+            (
+                "batch_size_mean",
+                "streamcap_batch_size_mean",
+                "Mean decoder batch size, last minute",
+            ),
+        ):
+            if key in w:
+                yield GaugeMetricFamily(name, doc, value=w[key])
 
 
 class ServerMetrics:

@@ -54,6 +54,7 @@ class CloseCode(enum.IntEnum):
     POLICY_VIOLATION = 1008  # auth, bad stream id, flooding
     MESSAGE_TOO_BIG = 1009
     INTERNAL_ERROR = 1011
+    TRY_AGAIN_LATER = 1013  # the server is full (admission control) or overloaded
 
 
 class ProtocolError(Exception):
