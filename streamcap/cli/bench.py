@@ -9,6 +9,12 @@ transformers' assisted ``generate`` and our model drafter. Partial windows are e
 shortened audio context as the live pipeline does (``--full-context`` for the standard 30 s
 input everywhere); finals always get the standard input.
 
+``--precision fp32,bf16`` runs the whole benchmark once per precision (exactness is defined at
+each: speculative output equals plain greedy ``generate`` of the same model at the same
+precision) and ends with a comparison: speed-ups against plain greedy at the same precision
+and at the baseline (fp32 where it ran), the WER of the final transcripts against the
+manifest's ``text``, and how many transcripts differ from the baseline's.
+
     python scripts/bench_decoding.py --manifest ../shared/eval-dev/manifest.jsonl \
         --lang en --kind real --step 1.0 --json out/bench.json
 """
@@ -21,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streamcap.cli.common import add_model_flags, load_engine, positive_float
+from streamcap.cli.common import add_model_flags, load_engine, positive_float, say
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.errors import UserError
 
@@ -37,9 +43,9 @@ manifest: a JSONL file, one JSON object per line (blank lines skipped), one utte
             (missing: the language is detected)
   kind      free label, e.g. real or tts: --kind filters on it
   duration  seconds: --max-duration filters on it (missing: kept)
-  text      the reference transcript: not read here (speed is measured, and every decode is
-            checked token for token against plain greedy instead); scripts/eval_stream.py
-            scores it
+  text      the reference transcript: the WER of the final transcripts (after Whisper's
+            normaliser) in the precision comparison; exactness is checked token for token
+            against plain greedy at the same precision instead
 Other fields are ignored. ../shared/eval-dev/manifest.jsonl is one.
 """
 
@@ -112,7 +118,7 @@ def add_bench_arguments(ap: argparse.ArgumentParser) -> None:
         const=None,
         help="encode every window on Whisper's standard 30 s input instead",
     )
-    add_model_flags(ap, language=False)
+    add_model_flags(ap, language=False, precisions=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,13 +171,41 @@ def read_manifest(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    """Each ``--precision`` in turn (a model load each), then the precisions compared."""
+    from streamcap.models.loader import choose_placement
+
+    items = read_manifest(args)  # before the model loads
+    precisions = list(getattr(args, "precisions", None) or [getattr(args, "precision", "auto")])
+    for precision in precisions:  # a precision this machine cannot run fails before any load
+        choose_placement(getattr(args, "device", "auto") or "auto", precision)
+    runs = []
+    for precision in precisions:
+        if len(precisions) > 1:
+            say(f"--- precision {precision}")
+        run_args = argparse.Namespace(**{**vars(args), "precision": precision})
+        runs.append(_bench_one(run_args, items))
+        print()
+    compare = compare_precisions(runs, items)
+    print_comparison(compare)
+    identical = all(r["identical"] for r in runs)
+    if args.json_out:
+        for r in runs:
+            r.pop("_decodes", None)
+        out: dict[str, Any] = runs[0] if len(runs) == 1 else {"runs": runs}
+        out["precision_comparison"] = compare
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(out, indent=2))
+    return 0 if identical else 1
+
+
+def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """One precision: every utterance replayed live, each decode checked token for token."""
     import torch
 
     from streamcap.audio.file import load_audio
     from streamcap.decoding.options import DecodingOptions
     from streamcap.decoding.reference import reference_decode
 
-    items = read_manifest(args)  # before the model loads
     base = Path(args.manifest).parent
     engine = load_engine(args)
     torch.set_grad_enabled(False)
@@ -189,12 +223,14 @@ def run_bench(args: argparse.Namespace) -> int:
     encoder_s = 0.0
     identical = True
     rows = []
+    all_decodes: list[list[tuple[int, ...]]] = []  # per utterance, every decode's tokens
     for item in items:
         audio = load_audio(base / item["audio"])
         opts = DecodingOptions(language=item.get("lang") if engine.multilingual else None)
         prev: tuple[int, ...] = ()
         row = {c: 0.0 for c in cols} | {"id": item["id"], "decodes": 0, "identical": True}
         ends = windows(len(audio) / SR, args.step)
+        item_decodes: list[tuple[int, ...]] = []
         for i, end in enumerate(ends):
             context = None
             if args.partial_context_margin is not None and i < len(ends) - 1:
@@ -237,8 +273,10 @@ def run_bench(args: argparse.Namespace) -> int:
             identical = identical and ok
             decodes += 1
             prev = spec.tokens
+            item_decodes.append(tuple(ref))
         row["text"] = engine.spec.tokenizer.decode(list(prev), skip_special_tokens=True)
         rows.append(row)
+        all_decodes.append(item_decodes)
         print(
             f"{item['id'][:28]:28s} n={row['decodes']:3d} plain {row['plain']:6.2f}s "
             f"loop {row['loop']:6.2f}s spec {row['spec']:6.2f}s  x{row['plain'] / row['spec']:4.2f}"
@@ -249,6 +287,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "model": args.model,
         "assistant": args.assistant,
         "device": engine.placement.device,
+        "precision": engine.precision,
         "step": args.step,
         "partial_context_margin": args.partial_context_margin,
         "identical": identical,
@@ -271,12 +310,14 @@ def run_bench(args: argparse.Namespace) -> int:
         "drafted": drafted,
         "accepted": accepted,
         "per_utterance": rows,
+        "_decodes": all_decodes,  # for the precision comparison; not written to --json
     }
     if args.assistant:
         result["hf_assisted_decoder_s"] = round(totals["hf_assist"], 3)
         result["model_drafter_decoder_s"] = round(totals["model"], 3)
         result["main_forward_passes_model"] = passes["model"]
     print()
+    print(f"precision {engine.precision} on {engine.placement.device}")
     print(f"{'':26s}{'decoder s':>10s}{'passes':>9s}{'vs plain':>10s}")
     for label, key, p in [
         ("plain greedy (generate)", "plain", "plain"),
@@ -296,10 +337,110 @@ def run_bench(args: argparse.Namespace) -> int:
         f"decoder_speedup={result['decoder_speedup']:.2f} "
         f"end_to_end_speedup={result['end_to_end_speedup']:.2f}"
     )
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
-    return 0 if identical else 1
+    del engine  # the next precision loads its own copy
+    return result
+
+
+def compare_precisions(
+    runs: list[dict[str, Any]], items: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per precision: exactness, speed-ups against plain greedy at the same precision
+    and against the baseline's (fp32 if it ran, else the first) plain greedy, the WER of the
+    final transcripts against the manifest's ``text``, and how many transcripts differ from
+    the baseline's."""
+    baseline = next((r for r in runs if r["precision"] == "fp32"), runs[0])
+    b_plain = baseline["plain_decoder_s"]
+    b_e2e = baseline["encoder_s"] + b_plain
+    rows = []
+    for r in runs:
+        texts = [u["text"] for u in r["per_utterance"]]
+        b_texts = [u["text"] for u in baseline["per_utterance"]]
+        decodes_differ = sum(
+            a != b
+            for mine, theirs in zip(r["_decodes"], baseline["_decodes"], strict=True)
+            for a, b in zip(mine, theirs, strict=True)
+        )
+        e2e = r["encoder_s"] + r["spec_decoder_s"]
+        rows.append(
+            {
+                "precision": r["precision"],
+                "baseline": baseline["precision"],
+                "identical": r["identical"],
+                "encoder_s": r["encoder_s"],
+                "decoder_speedup": r["decoder_speedup"],
+                "end_to_end_speedup": r["end_to_end_speedup"],
+                "decoder_speedup_vs_baseline_plain": round(b_plain / r["spec_decoder_s"], 3),
+                "end_to_end_speedup_vs_baseline_plain": round(b_e2e / e2e, 3),
+                "wer": corpus_wer(items, texts),
+                "transcripts_differ": sum(a != b for a, b in zip(texts, b_texts, strict=True)),
+                "decodes_differ": decodes_differ,
+                "utterances": r["utterances"],
+                "decodes": r["decodes"],
+            }
+        )
+    return rows
+
+
+def print_comparison(rows: list[dict[str, Any]]) -> None:
+    base = rows[0]["baseline"]
+    print(
+        f"{'precision':27s}{'identical':>10s}{'enc s':>8s}{'dec x':>7s}{'e2e x':>7s}"
+        f"{'dec x vs ' + base:>16s}{'e2e x vs ' + base:>16s}{'WER %':>7s}"
+        f"{'differ from ' + base:>26s}"
+    )
+    for r in rows:
+        wer = "-" if r["wer"] is None else f"{100 * r['wer']:.2f}"
+        differ = (
+            f"{r['transcripts_differ']}/{r['utterances']} clips, "
+            f"{r['decodes_differ']}/{r['decodes']} decodes"
+        )
+        print(
+            f"{r['precision']:27s}{r['identical']!s:>10s}{r['encoder_s']:8.2f}"
+            f"{r['decoder_speedup']:6.2f}x{r['end_to_end_speedup']:6.2f}x"
+            f"{r['decoder_speedup_vs_baseline_plain']:15.2f}x"
+            f"{r['end_to_end_speedup_vs_baseline_plain']:15.2f}x{wer:>7s}{differ:>26s}"
+        )
+    print(
+        "dec x / e2e x: speculative vs plain greedy generate at the same precision (decoder "
+        f"time / encoder + decoder time); vs {base}: against {base}'s plain greedy. "
+        "WER: final transcripts vs the manifest's text, Whisper's normaliser"
+    )
+
+
+def corpus_wer(items: list[dict[str, Any]], texts: list[str]) -> float | None:
+    """Corpus WER of ``texts`` against the items' ``text`` (items without one are skipped),
+    after Whisper's English normaliser (its basic one for other languages)."""
+    import jiwer
+
+    refs, hyps = [], []
+    for item, text in zip(items, texts, strict=True):
+        norm = _normalizer(item.get("lang"))
+        ref = norm(str(item.get("text") or "")).strip()
+        if ref:
+            refs.append(ref)
+            hyps.append(norm(text).strip() or "<empty>")
+    return round(float(jiwer.wer(refs, hyps)), 4) if refs else None
+
+
+def _normalizer(lang: str | None) -> Any:
+    """Whisper's English normaliser (with its spelling map where one is installed), else the
+    basic one (the same choice as scripts/eval_stream.py)."""
+    import importlib.resources
+
+    from transformers.models.whisper.english_normalizer import (
+        BasicTextNormalizer,
+        EnglishTextNormalizer,
+    )
+
+    if lang not in (None, "en"):
+        return BasicTextNormalizer()
+    for pkg in ("whisper_normalizer", "whisper"):
+        try:
+            path = importlib.resources.files(pkg) / "normalizers" / "english.json"
+            return EnglishTextNormalizer(json.loads(path.read_text(encoding="utf-8")))
+        except (ModuleNotFoundError, FileNotFoundError, OSError):
+            continue
+    return EnglishTextNormalizer({})
 
 
 if __name__ == "__main__":

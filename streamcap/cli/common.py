@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from streamcap.runtime.stream import LiveConfig
 
 COMPUTE_DEVICES = ("auto", "cpu", "cuda")
+#: ``--precision`` (the same tuple as ``streamcap.models.loader.PRECISIONS``; that module is
+#: not imported here: the parser is built for ``--help`` without it).
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TASKS = ("transcribe", "translate")
 
 
@@ -44,6 +47,21 @@ def _device(value: str) -> str:
         f"{value!r} is not a compute device (auto, cpu, cuda or cuda:N); "
         "the microphone of `dictate` is --mic"
     )
+
+
+def _precision(value: str) -> str:
+    v = value.strip().lower()
+    if v in PRECISIONS:
+        return v
+    raise argparse.ArgumentTypeError(f"{value!r} is not a precision ({', '.join(PRECISIONS)})")
+
+
+def _precision_list(value: str) -> list[str]:
+    """``fp32,bf16``: the benchmark runs each in turn (duplicates dropped, order kept)."""
+    names = [_precision(v) for v in value.split(",") if v.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one precision")
+    return list(dict.fromkeys(names))
 
 
 def _language(value: str) -> str | None:
@@ -76,9 +94,14 @@ def positive_float(value: str) -> float:
 # --------------------------------------------------------------------------- flag groups
 
 
-def add_model_flags(p: argparse.ArgumentParser, *, language: bool = True) -> None:
-    """--model, --assistant, --device, --threads and (unless the command reads the language
-    from elsewhere, as `bench` does from its manifest) --language and --task."""
+def add_model_flags(
+    p: argparse.ArgumentParser, *, language: bool = True, precisions: bool = False
+) -> None:
+    """--model, --assistant, --device, --precision, --threads and (unless the command reads the
+    language from elsewhere, as `bench` does from its manifest) --language and --task.
+
+    ``precisions``: --precision takes a comma-separated list (`bench` compares them), parsed
+    into ``args.precisions``; otherwise one value, ``args.precision``."""
     from streamcap.models.registry import BUNDLED, DEFAULT_MODEL
 
     g = p.add_argument_group("model")
@@ -100,6 +123,29 @@ def add_model_flags(p: argparse.ArgumentParser, *, language: bool = True) -> Non
         metavar="{auto,cpu,cuda}",
         help="compute device for the model (auto: CUDA when a GPU is there)",
     )
+    precision_help = (
+        "auto: fp16 on CUDA; on a CPU with native bf16 (AMX, AVX512-BF16) a bf16 encoder and "
+        "an fp32 decoder, else fp32. bf16 on a CPU: bf16 encoder, fp32 decoder (emulated, "
+        "slow, without native bf16). fp16: CUDA only"
+    )
+    if precisions:
+        g.add_argument(
+            "--precision",
+            dest="precisions",
+            default=["auto"],
+            type=_precision_list,
+            metavar="P[,P...]",
+            help=f"one or more of {','.join(PRECISIONS)}, run in turn and compared "
+            f"(default: auto). {precision_help}",
+        )
+    else:
+        g.add_argument(
+            "--precision",
+            default="auto",
+            type=_precision,
+            metavar="{" + ",".join(PRECISIONS) + "}",
+            help=precision_help,
+        )
     g.add_argument(
         "--compute-device", dest="device", type=_device, default=argparse.SUPPRESS,
         help=argparse.SUPPRESS,
@@ -149,16 +195,15 @@ def load_engine(args: argparse.Namespace) -> Engine:
     from streamcap.runtime.engine import Engine
 
     device = getattr(args, "device", "auto") or "auto"
-    try:
-        placement = choose_placement(device)
-    except ValueError as e:  # choose_placement's only errors are about the device asked for
-        raise UserError(str(e)) from None
+    precision = getattr(args, "precision", "auto") or "auto"
+    # a device or precision that cannot be used here: PlacementError, a UserError (one line)
+    placement = choose_placement(device, precision)
     name = getattr(args, "model", None) or "base"
     assistant = getattr(args, "assistant", None)
     with_assistant = f" with assistant {assistant}" if assistant else ""
-    say(f"loading model {name}{with_assistant} ({placement.device}, {placement.dtype_name}) ...")
+    say(f"loading model {name}{with_assistant} ({placement.device}, {placement.precision}) ...")
     try:  # an unknown or damaged model raises its own one-line errors (see streamcap.errors)
-        engine = Engine(name, assistant, device, getattr(args, "threads", None))
+        engine = Engine(name, assistant, device, getattr(args, "threads", None), precision)
     except ValueError as e:
         if assistant and "tokenizer" in str(e):  # Engine's check that the assistant fits
             raise UserError(str(e)) from None

@@ -44,8 +44,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"cache: {cache_dir()}")
     for row in rows:
         print(f"  {row['name']}: {row['path']}")
+    print(precision_line())
     print(
         "Any Hugging Face Whisper checkpoint also works: --model openai/whisper-large-v3 "
         "--assistant distil-whisper/distil-large-v3 (needs network), or a local folder."
     )
     return 0
+
+
+def precision_line() -> str:
+    """What ``--device auto --precision auto`` picks on this machine, and why."""
+    from streamcap.models.loader import choose_placement
+
+    placement = choose_placement("auto", "auto")
+    why = f" ({placement.reason})" if placement.reason else ""
+    return (
+        f"precision here: {placement.precision} on {placement.device}{why}; "
+        "--precision auto|fp32|bf16|fp16 chooses"
+    )

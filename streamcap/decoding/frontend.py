@@ -22,13 +22,26 @@ _EDGE_SAMPLES = SAMPLE_RATE // 4
 
 
 class WhisperFrontEnd:
-    """Features and encoder output of one model on one device (``model``: transformers')."""
+    """Features and encoder output of one model on one device (``model``: transformers').
 
-    def __init__(self, model: Any, processor: Any, device: str, dtype: torch.dtype) -> None:
+    ``dtype`` is the decoder's: the encoder output comes out in it. ``encoder_dtype`` (default:
+    the same) is the encoder's, and that of the features (a bf16 encoder with an fp32 decoder
+    on CPUs with native bf16, see `streamcap.models.loader.choose_placement`).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        device: str,
+        dtype: torch.dtype,
+        encoder_dtype: torch.dtype | None = None,
+    ) -> None:
         self.feature_extractor: Any = processor.feature_extractor
         self.encoder: Any = model.model.encoder
         self.device = torch.device(device)
         self.dtype = dtype
+        self.encoder_dtype = encoder_dtype or dtype
 
     @property
     def positions(self) -> int:
@@ -56,7 +69,7 @@ class WhisperFrontEnd:
         feats: torch.Tensor = out.input_features
         if frames is not None:
             feats = feats[..., :frames]
-        return feats.to(self.device, self.dtype)
+        return feats.to(self.device, self.encoder_dtype)
 
     @torch.inference_mode()
     def encode(self, features: torch.Tensor, positions: int | None = None) -> torch.Tensor:
@@ -65,11 +78,13 @@ class WhisperFrontEnd:
 
         transformers' ``WhisperEncoder`` insists on 3000 mel frames, so the shortened path runs
         the same modules by hand on the sliced features and positional embeddings.
+        The output is in the decoder's dtype (cast from the encoder's where they differ).
         """
         enc = self.encoder
+        features = features.to(self.encoder_dtype)
         if positions is None or positions >= self.positions:
             full: torch.Tensor = enc(features).last_hidden_state
-            return full
+            return full.to(self.dtype)
         x = features[..., : MEL_FRAMES_PER_POSITION * positions]
         x = F.gelu(enc.conv1(x))
         x = F.gelu(enc.conv2(x))
@@ -78,4 +93,4 @@ class WhisperFrontEnd:
             out = layer(x, None)
             x = out[0] if isinstance(out, tuple) else out
         normed: torch.Tensor = enc.layer_norm(x)
-        return normed
+        return normed.to(self.dtype)

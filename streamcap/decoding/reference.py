@@ -46,6 +46,12 @@ def reference_decode(
     With an assistant that has its own encoder, transformers needs the log-mel ``features``
     (it runs both encoders; the main encoder's time is then inside the measured time).
     A ``WhisperForCausalLM`` assistant shares the main encoder output, as in HF's recipe.
+
+    Exactness is defined at the model's precision: ``enc`` is the front end's output (the
+    encoder at its dtype, cast to the decoder's), so this is ``generate`` of the same model at
+    the same precision. With a bf16 encoder and an fp32 decoder, ``features`` of any dtype
+    work: the loader's hooks cast them to the encoder's dtype and its output to the decoder's
+    (``streamcap.models.loader.mixed_precision_encoder``).
     """
     spec = decoder.spec
     guard = LoopGuard(options.max_tokens_per_second, options.min_token_budget)

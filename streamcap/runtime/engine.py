@@ -53,13 +53,17 @@ class Engine:
         assistant: str | None = None,
         device: str = "auto",
         threads: int | None = None,
+        precision: str = "auto",
     ) -> None:
         if threads:
             torch.set_num_threads(threads)
-        self.placement: Placement = choose_placement(device)
+        self.placement: Placement = choose_placement(device, precision)
         self.main: LoadedModel = load_model(model, self.placement)
         device, dtype = self.placement.device, self.placement.dtype
-        self.frontend = WhisperFrontEnd(self.main.model, self.main.processor, device, dtype)
+        enc_dtype = self.placement.encoder_dtype  # the decoder's dtype, or bf16 on some CPUs
+        self.frontend = WhisperFrontEnd(
+            self.main.model, self.main.processor, device, dtype, enc_dtype
+        )
         self.decoder = SpeculativeDecoder(self.main.model, self.main.processor, device, dtype)
         self.assistant: AssistantDecoder | None = None
         self.assistant_model: Any = None
@@ -75,12 +79,19 @@ class Engine:
             # drafts need no exactness: no screen
             a_step = DecoderStep(loaded.model, a_spec, device, dtype, screen=False)
             a_front = (
-                None if shared else WhisperFrontEnd(loaded.model, loaded.processor, device, dtype)
+                None
+                if shared
+                else WhisperFrontEnd(loaded.model, loaded.processor, device, dtype, enc_dtype)
             )
             self.assistant = AssistantDecoder(a_step, a_front)
             # for transformers' own assisted generate (benchmark column): HF's recipe shares
             # the encoder by running the assistant as a decoder-only WhisperForCausalLM
             self.assistant_model = _as_causal_lm(loaded.model) if shared else loaded.model
+
+    @property
+    def precision(self) -> str:
+        """What runs at which precision, e.g. ``fp32`` or ``bf16-encoder+fp32-decoder``."""
+        return self.placement.precision
 
     @property
     def spec(self) -> WhisperSpec:
