@@ -475,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gain", type=float, default=1.0,
                     help="multiply the audio (clipped): louder noise tests the guards")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16"))
     ap.add_argument("--timer", choices=("wall", "thread"), default="wall",
                     help="simulated clock charges wall time, or the worker thread's CPU time "
                     "(steadier on a machine shared with other jobs)")  # fmt: skip
@@ -493,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     segments: list[dict[str, Any]] = []
     if args.reference:
         segments = json.loads(Path(args.reference).read_text())["segments"]
-    engine = Engine(args.model, threads=args.threads)
+    engine = Engine(args.model, threads=args.threads, precision=args.precision)
     warm_up(engine, audio, config.language)
     load0 = os.getloadavg()[0]
     run = run_stream(engine, audio, config, args.clock, args.chunk, args.timer)
@@ -502,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         k: v for k, v in metrics.items() if k not in ("segments", "event_segments")
     }
     out["rtf"] = run["compute_s"] / duration
+    out["precision"] = engine.precision
     if not args.no_offline:
         out["offline_wer"], out["offline_texts"] = offline_wer(
             engine, audio, segments, config, norm

@@ -63,6 +63,9 @@ def test_a_publisher_beyond_capacity_is_refused_1013_and_the_server_says_it_is_f
     status, _, body = http_get(server.url("/readyz"))
     assert (status, body.strip()) == (200, "ready")
     assert metric(server, "streamcap_accepting_streams") == 1.0
+    engine = server.worker.engine
+    info = f'streamcap_engine_info{{device="cpu",model="base",precision="{engine.precision}"}}'
+    assert metric(server, info) == 1.0  # the precision in use (`--precision`)
     with connect(ws_url(base(server), "ingest", "first", token=PUB)) as first:
         first.send(json.dumps(START))
         assert json.loads(first.recv(timeout=10))["type"] == "ready"

@@ -90,7 +90,7 @@ class CaptionServer:
 
         self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
         self._publishers: dict[str, IngestSession] = {}
-        self.metrics = ServerMetrics(self.hub.snapshot, self._worker_metrics)
+        self.metrics = ServerMetrics(self.hub.snapshot, self._worker_metrics, _engine_info(worker))
         self.web_dir = config.web_dir or routes.default_web_dir()
         self.rlog = RateLimitedLog(log)
         self._fd_log = RateLimitedLog(log, interval_s=FD_LOG_INTERVAL_S, burst=1)
@@ -438,6 +438,20 @@ class CaptionServer:
     def recorder_close(self, stream: str) -> None:
         if self.recorder is not None:
             self.recorder.close_stream(stream)
+
+
+def _engine_info(worker: Any) -> dict[str, str]:
+    """Model, device and precision of the worker's engine, for `streamcap_engine_info`."""
+    engine = getattr(worker, "engine", None)
+    placement = getattr(engine, "placement", None)
+    if placement is None:
+        return {}
+    main = getattr(engine, "main", None)
+    return {
+        "model": str(getattr(main, "name", "")),
+        "device": str(placement.device),
+        "precision": str(placement.precision),
+    }
 
 
 async def _wait_events(events: list[asyncio.Event], timeout: float) -> None:

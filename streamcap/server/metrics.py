@@ -13,7 +13,12 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -58,9 +63,10 @@ def worker_snapshot(worker: Worker) -> dict[str, float]:
 class _LiveCollector(Collector):
     """Gauges and worker counters computed when Prometheus scrapes."""
 
-    def __init__(self, hub: Snapshot, worker: Snapshot) -> None:
+    def __init__(self, hub: Snapshot, worker: Snapshot, info: Mapping[str, str]) -> None:
         self._hub = hub
         self._worker = worker
+        self._info = dict(info)
 
     def collect(self) -> Iterator[Metric]:
         hub = self._hub()
@@ -76,6 +82,10 @@ class _LiveCollector(Collector):
             "streamcap_viewers", "Caption viewers connected", value=hub.get("viewers", 0)
         )
         w = self._worker()
+        if "precision" in self._info:
+            yield InfoMetricFamily(
+                "streamcap_engine", "The model, device and precision in use", value=self._info
+            )
         if "queue_depth" in w:
             yield GaugeMetricFamily(
                 "streamcap_queue_depth",
@@ -140,9 +150,11 @@ class _LiveCollector(Collector):
 class ServerMetrics:
     """The server's metrics, in a registry of their own."""
 
-    def __init__(self, hub: Snapshot, worker: Snapshot) -> None:
+    def __init__(
+        self, hub: Snapshot, worker: Snapshot, info: Mapping[str, str] | None = None
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_LiveCollector(hub, worker))
+        self.registry.register(_LiveCollector(hub, worker, info or {}))
         r = self.registry
         self.audio_seconds = Counter(
             "streamcap_audio_seconds", "Audio received from publishers (seconds)", registry=r
