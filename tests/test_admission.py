@@ -93,6 +93,9 @@ def test_a_publisher_beyond_capacity_is_refused_1013_and_the_server_says_it_is_f
         viewer.stop()
     refused = metric(server, 'streamcap_connections_refused_total{reason="full"}')
     assert refused >= 1
+    assert metric(server, 'streamcap_queue_wait_seconds_total{kind="final"}') >= 0
+    assert metric(server, 'streamcap_decodes_total{kind="final"}') >= 1
+    assert metric(server, 'streamcap_batches_total{size="1"}') >= 1  # batch sizes
     deadline = time.monotonic() + 10  # the first stream has gone: room again
     while time.monotonic() < deadline and http_get(server.url("/readyz"))[0] != 200:
         time.sleep(0.1)

@@ -151,9 +151,9 @@ def test_a_stepped_worker_tells_drops_in_the_stepping_thread() -> None:
 
 
 def test_per_stream_stats_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import streamcap.runtime.worker as worker_module
+    import streamcap.runtime.accounts as accounts_module
 
-    monkeypatch.setattr(worker_module, "MAX_STREAM_STATS", 3)
+    monkeypatch.setattr(accounts_module, "MAX_STREAM_STATS", 3)
     rec = Recorder()
     w = InferenceWorker(FakeEngine())  # type: ignore[arg-type]
     for i in range(6):
@@ -161,7 +161,7 @@ def test_per_stream_stats_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         w.run_pending()
         w.submit(job(rec, "busy", "final", 1))  # stays the most recently active
         w.run_pending()
-    assert len(w._streams) == 3 and w.total_stats().streams == 7
+    assert len(w._books._streams) == 3 and w.total_stats().streams == 7
     assert w.stream_stats("busy").jobs == 6
     assert w.stream_stats("s5").jobs == 1 and w.stream_stats("s0").jobs == 0
     assert w.total_stats().jobs == 12

@@ -122,8 +122,10 @@ class CostModel:
 
     def snapshot(self) -> dict[str, float]:
         """Measured means for /metrics and reports."""
-        out = {f"step_s_b{b}": s for b, s in sorted(self._step.items())}
-        total = sum(self.batches.values())
+        step, batches = dict(self._step), dict(self.batches)  # atomic copies (another thread)
+        out = {f"step_s_b{b}": s for b, s in sorted(step.items())}
+        out.update({f"batches_b{b}": float(n) for b, n in sorted(batches.items())})
+        total = sum(batches.values())
         if total:
-            out["batch_size_mean"] = sum(b * n for b, n in self.batches.items()) / total
+            out["batch_size_mean"] = sum(b * n for b, n in batches.items()) / total
         return out

@@ -33,6 +33,8 @@ class JobOutcome:
     context_s: float = WINDOW_S
     options: DecodingOptions | None = None  # as decoded (after prepare)
     hypothesis: tuple[int, ...] | None = None
+    batch: int = 1  # rows decoded together with this job (itself included)
+    rechecked: int = 0  # batched choices decided again at batch 1 (`runtime.batching`)
 
 
 @dataclass(eq=False)

@@ -13,9 +13,14 @@ whisper.cpp-style "audio context": the audio plus a margin); the encoder's cost 
 proportion. Finals (``context_s=None``) always use the model's standard 30 s input, so they are
 exact.
 
+Batching. On its own thread, when several jobs of one kind wait, the worker takes as many as
+its cost model (`runtime.costs`, kept up to date from every job it runs) says pay to decode
+together, and runs them as one batch (`runtime.batching`): decoder steps in lockstep, each
+row still its batch-1 greedy, token for token; a final's encoder call always alone.
+
 The worker runs either on its own thread (`start()`), or is stepped by its caller
-(`run_one()`, `run_pending()`): the simulated clock replays a file that way, so that jobs start
-exactly when a single processor would have been free.
+(`run_one()`, `run_pending()`, one job at a time): the simulated clock replays a file that
+way, so that jobs start exactly when a single processor would have been free.
 
 Thread contract. The worker's state is guarded by one condition lock, held only for queue and
 counter bookkeeping, never while a callback or a decode runs.
@@ -38,15 +43,18 @@ import itertools
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import replace
 
 import numpy as np
 
-from streamcap.core.capacity import Admission, CapacityConfig, Load, LoadMeter, admit
+from streamcap.core.capacity import Admission, CapacityConfig, Load
 from streamcap.core.constants import ENCODER_POSITIONS_PER_S, SAMPLE_RATE
 from streamcap.decoding.options import DecodingOptions
+from streamcap.runtime.accounts import WorkerAccounts
+from streamcap.runtime.batching import BatchRunner, can_batch
 from streamcap.runtime.clock import Measurement
+from streamcap.runtime.costs import CostModel, CostModelConfig
 from streamcap.runtime.engine import Encoded, Engine
 from streamcap.runtime.jobs import (
     DecodeJob,
@@ -54,7 +62,6 @@ from streamcap.runtime.jobs import (
     JobOutcome,
     StreamStats,
     WorkerStats,
-    after_job,
 )
 
 __all__ = [
@@ -68,7 +75,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-MAX_STREAM_STATS = 1024  # per-stream stats kept (least recently active dropped first)
 
 
 def encode_window(engine: Engine, audio: np.ndarray, context_s: float | None = None) -> Encoded:
@@ -85,6 +91,7 @@ class InferenceWorker:
         *,
         name: str = "streamcap-worker",
         capacity: CapacityConfig | None = None,
+        max_batch: int = 8,
     ) -> None:
         self.engine = engine
         self.name = name
@@ -92,20 +99,18 @@ class InferenceWorker:
         self._finals: deque[DecodeJob] = deque()
         self._partials: dict[str, DecodeJob] = {}
         self._dropped: deque[DecodeJob] = deque()  # dropped, ``on_done`` not yet delivered
-        self._running: DecodeJob | None = None
+        self._running: list[DecodeJob] = []
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._ids = itertools.count(1)
-        # totals as frozen snapshots, replaced as jobs are counted (under the lock)
-        self._total = WorkerStats()
-        # per-stream totals, least recently active first; bounded so a server that sees
-        # stream after stream for months keeps a fixed amount of bookkeeping
-        self._streams: OrderedDict[str, StreamStats] = OrderedDict()
-        self._streams_seen = 0
+        #: totals, per-stream totals and the load meter (`runtime.accounts`), under the lock
+        self._books = WorkerAccounts(capacity)
         self._max_depth = 0
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
-        #: measured load for admission control (`core.capacity`), under the lock
-        self._meter = LoadMeter(capacity)
+        #: measured cost per batch size (`runtime.costs`), kept by the thread that runs jobs
+        self.costs = CostModel(CostModelConfig(max_batch=max(1, max_batch)))
+        self._batcher: BatchRunner | None = None  # made at the first batch
+        self._batchable: bool | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -193,9 +198,7 @@ class InferenceWorker:
             return self._idle(stream)
 
     def _idle(self, stream: str | None) -> bool:
-        jobs = [*self._finals, *self._partials.values(), *self._dropped]
-        if self._running is not None:
-            jobs.append(self._running)
+        jobs = [*self._finals, *self._partials.values(), *self._dropped, *self._running]
         return not any(stream is None or j.stream == stream for j in jobs)
 
     def wait_idle(self, timeout: float | None = None, stream: str | None = None) -> bool:
@@ -212,24 +215,33 @@ class InferenceWorker:
                 self._cond.wait(left)
         return True
 
-    def _take(self) -> DecodeJob | None:
+    def _take(self, batch: bool = False) -> list[DecodeJob]:
+        """The next jobs to run (caller holds the lock): finals first, in order; else the
+        partials waiting longest. With ``batch``, as many of one kind as the cost model says
+        pay to decode together (finals and partials never share a batch: a final does not wait
+        for a partial's encoder)."""
         if self._finals:
-            return self._finals.popleft()
+            n = self._batch_size(len(self._finals)) if batch else 1
+            return [self._finals.popleft() for _ in range(n)]
         if self._partials:
-            job = min(self._partials.values(), key=lambda j: j.id)
-            del self._partials[job.stream]
-            return job
-        return None
+            waiting = sorted(self._partials.values(), key=lambda j: j.id)
+            n = self._batch_size(len(waiting)) if batch else 1
+            for job in waiting[:n]:
+                del self._partials[job.stream]
+            return waiting[:n]
+        return []
+
+    def _batch_size(self, waiting: int) -> int:
+        if self._batchable is None:
+            self._batchable = can_batch(self.engine)
+        if waiting < 2 or self.costs.config.max_batch < 2 or not self._batchable:
+            return 1
+        return self.costs.decoder_batch(waiting)
 
     def _drop(self, jobs: list[DecodeJob]) -> None:
         """Count ``jobs`` as dropped and queue their notices (caller holds the lock)."""
         for job in jobs:
-            partial = job.kind == "partial"
-            total, mine = self._total, self._stream(job.stream)
-            self._total = replace(total, dropped_partials=total.dropped_partials + partial)
-            self._streams[job.stream] = replace(
-                mine, dropped_partials=mine.dropped_partials + partial
-            )
+            self._books.dropped(job)
             self._dropped.append(job)
 
     def _deliver_dropped(self) -> None:
@@ -257,11 +269,11 @@ class InferenceWorker:
             raise RuntimeError("the worker thread is running: do not step it")
         self._deliver_dropped()
         with self._cond:
-            job = self._take()
-            if job is None:
+            jobs = self._take()
+            if not jobs:
                 return False
-            self._running = job
-        self._run(job)
+            self._running = jobs
+        self._run(jobs[0])
         self._deliver_dropped()  # what its ``on_done`` made stale
         return True
 
@@ -280,11 +292,14 @@ class InferenceWorker:
                     self._cond.wait()
                 if self._dropped:
                     continue  # told outside the lock, before the next job
-                job = self._take()
-                if job is None:  # stopping, drained, every drop told
+                jobs = self._take(batch=True)
+                if not jobs:  # stopping, drained, every drop told
                     return
-                self._running = job
-            self._run(job)
+                self._running = jobs
+            if len(jobs) == 1:
+                self._run(jobs[0])
+            else:
+                self._run_batch(jobs)
 
     def _run(self, job: DecodeJob) -> None:
         outcome = JobOutcome(queued_s=time.perf_counter() - job.submitted)
@@ -292,20 +307,47 @@ class InferenceWorker:
             outcome = self._execute(job, outcome)
         except Exception as e:  # a bad job must not kill the worker
             outcome.error = e
+        self._finish(job, outcome)
         with self._cond:
-            self._account(job, outcome)
-            if outcome.error is None:
-                self._meter.job_done(
-                    time.monotonic(), job.kind == "final", outcome.compute_s, outcome.queued_s
-                )
+            self._running = []
+            self._cond.notify_all()
+
+    def _run_batch(self, jobs: list[DecodeJob]) -> None:
+        """Run several jobs as one batch (`runtime.batching`); each is told on its own."""
+        now = time.perf_counter()
+        outcomes = [JobOutcome(queued_s=now - j.submitted) for j in jobs]
+        ready: list[int] = []
+        prepared: list[tuple[DecodingOptions, tuple[int, ...] | None]] = []
+        for i, job in enumerate(jobs):
+            try:
+                options, hypothesis = job.options, job.hypothesis
+                if job.prepare is not None:
+                    options, hypothesis = job.prepare()
+                prepared.append((options, tuple(hypothesis) if hypothesis else None))
+                ready.append(i)
+            except Exception as e:  # a bad job must not fail the others
+                outcomes[i].error = e
+        try:
+            if self._batcher is None:
+                self._batcher = BatchRunner(self.engine, self.costs)
+            self._batcher.run([jobs[i] for i in ready], prepared, [outcomes[i] for i in ready])
+        except Exception as e:  # the batch failed: every job in it hears of it
+            for i in ready:
+                outcomes[i].error = e
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            self._finish(job, outcome)
+        with self._cond:
+            self._running = []
+            self._cond.notify_all()
+
+    def _finish(self, job: DecodeJob, outcome: JobOutcome) -> None:
+        """Count a job in and tell its submitter."""
+        with self._cond:
+            self._books.finished(job, outcome)
         try:
             job.on_done(job, outcome)
         except Exception:  # the submitter's bug must not stop every other stream
             log.exception("on_done of a %s job of stream %r failed", job.kind, job.stream)
-        finally:
-            with self._cond:
-                self._running = None
-                self._cond.notify_all()
 
     def _execute(self, job: DecodeJob, outcome: JobOutcome) -> JobOutcome:
         options, hypothesis = job.options, job.hypothesis
@@ -322,27 +364,15 @@ class InferenceWorker:
             result = self.engine.decode(encoded, options, hypothesis=hypothesis)
             wall = time.perf_counter() - t0
         outcome.result = result
+        self.costs.observe_encode(encoded.enc.shape[1], 1, encoded.encoder_s)
+        if result.stats.forward_passes:
+            self.costs.observe_step(1, result.stats.decoder_s / result.stats.forward_passes)
+            self.costs.observe_batch(1)
         outcome.encoder_s = encoded.encoder_s
         outcome.decoder_s = result.stats.decoder_s
         outcome.compute_s = m.seconds if m is not None else wall
         outcome.context_s = encoded.enc.shape[1] / ENCODER_POSITIONS_PER_S
         return outcome
-
-    def _stream(self, stream: str) -> StreamStats:
-        """``stream``'s totals, now its most recently active (caller holds the lock)."""
-        stats = self._streams.get(stream)
-        if stats is None:
-            stats = self._streams[stream] = StreamStats()
-            self._streams_seen += 1
-            while len(self._streams) > MAX_STREAM_STATS:
-                self._streams.popitem(last=False)
-        else:
-            self._streams.move_to_end(stream)
-        return stats
-
-    def _account(self, job: DecodeJob, outcome: JobOutcome) -> None:
-        self._total = after_job(self._total, job, outcome)
-        self._streams[job.stream] = after_job(self._stream(job.stream), job, outcome)
 
     # ------------------------------------------------------------------ stats
 
@@ -350,17 +380,17 @@ class InferenceWorker:
         """Totals over all streams, plus the queue depth now and at most."""
         with self._cond:
             return replace(
-                self._total,
+                self._books.total,
                 queue_depth=self._depth(),
                 max_queue_depth=self._max_depth,
-                streams=self._streams_seen,
+                streams=self._books.streams_seen,
             )
 
     def stream_stats(self, stream: str) -> StreamStats:
         """Totals for one stream, plus its jobs waiting now."""
         with self._cond:
             waiting = sum(j.stream == stream for j in self._finals) + (stream in self._partials)
-            return replace(self._streams.get(stream, StreamStats()), queue_depth=waiting)
+            return replace(self._books.of_stream(stream), queue_depth=waiting)
 
     # ------------------------------------------------------------------ capacity
 
@@ -380,24 +410,23 @@ class InferenceWorker:
             self.engine.decode(encode_window(self.engine, clip, None), opts)
             cost = time.perf_counter() - t0
         with self._cond:
-            self._meter.set_prior(cost)
+            self._books.meter.set_prior(cost)
         return cost
 
     def streams_changed(self, streams: int) -> None:
         """The number of live streams on this worker is now ``streams`` (the server says)."""
         with self._cond:
-            self._meter.streams_changed(time.monotonic(), streams)
+            self._books.meter.streams_changed(time.monotonic(), streams)
 
     def load(self) -> Load:
         """The measured load over the meter's window."""
         with self._cond:
-            return self._meter.load(time.monotonic())
+            return self._books.load()
 
     def admission(self, streams: int) -> Admission:
         """May one more stream join ``streams`` live ones (`core.capacity.admit`)?"""
         with self._cond:
-            load = self._meter.load(time.monotonic())
-            return admit(load, streams, self._meter.prior, self._meter.config)
+            return self._books.admission(streams)
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Prompt token ids (cached per text: prompts repeat from decode to decode)."""

@@ -413,6 +413,9 @@ class CaptionServer:
                 capacity_streams=float(min(decision.capacity, self.config.max_streams)),
                 accepting=float(decision.ok or not self.config.admission),
             )
+        costs = getattr(self.worker, "costs", None)
+        if costs is not None:
+            out.update(costs.snapshot())
         return out
 
     def caption_callback(self, entry: StreamEntry) -> Callable[[CaptionEvent], None]:

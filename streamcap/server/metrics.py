@@ -118,6 +118,14 @@ class _LiveCollector(Collector):
                 jobs.add_metric([kind], w[f"{kind}s"])
             yield wait
             yield jobs
+        sizes = sorted(int(k[len("batches_b") :]) for k in w if k.startswith("batches_b"))
+        if sizes:
+            batches = CounterMetricFamily(
+                "streamcap_batches", "Decodes run together, by batch size", labels=["size"]
+            )
+            for b in sizes:
+                batches.add_metric([str(b)], w[f"batches_b{b}"])
+            yield batches
         for key, name, doc in (
             ("load_busy", "streamcap_worker_load", "Worker seconds per second, last minute"),
             (

@@ -1,0 +1,77 @@
+"""Several windows through the encoder in one call (``Engine.encode``'s rule, batched).
+
+Windows are grouped by their encoder context (positions): a group's log-mel features are
+stacked and encoded in one call. The encoder is compute-bound, so batching saves less than it
+does for decoder steps (``scripts/bench_batching.py`` measures it per batch size), and a
+batched encoder output differs from a batch-1 one in the last bits. Partials are previews and
+may use it freely; whether finals may is what the bench's "finals" check reports.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from streamcap.core.constants import (
+    ENCODER_POSITIONS,
+    ENCODER_POSITIONS_PER_S,
+    SAMPLE_RATE,
+    WINDOW_S,
+)
+from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
+
+
+@dataclass(frozen=True)
+class EncodedWindow:
+    """One window's encoder output (``Engine``'s ``Encoded`` has the same first fields)."""
+
+    enc: torch.Tensor  # (1, T, D): a view into its group's batched output
+    features: torch.Tensor  # (1, mels, frames)
+    duration_s: float
+    encoder_s: float  # the group call's time, shared evenly by its windows
+    positions: int | None  # None: the full 30 s context
+
+
+def context_positions(samples: int, context_s: float | None) -> int | None:
+    """Encoder positions ``Engine.encode`` runs for a window (None: the full context)."""
+    if context_s is None:
+        return None
+    seconds = min(WINDOW_S, max(context_s, samples / SAMPLE_RATE))
+    positions = math.ceil(seconds * ENCODER_POSITIONS_PER_S)
+    return positions if 0 < positions < ENCODER_POSITIONS else None
+
+
+@torch.inference_mode()
+def encode_windows(
+    frontend: WhisperFrontEnd,
+    windows: Sequence[tuple[npt.NDArray[np.float32], float | None]],
+    max_batch: int | None = None,
+) -> list[EncodedWindow]:
+    """Encode ``(audio, context_s)`` windows, one encoder call per group of equal context
+    (at most ``max_batch`` windows a call); results in the order given."""
+    for audio, _ in windows:
+        if len(audio) > WINDOW_S * SAMPLE_RATE:
+            raise ValueError("a window holds at most 30 s of audio")
+    groups: dict[int | None, list[int]] = {}
+    for i, (audio, context_s) in enumerate(windows):
+        groups.setdefault(context_positions(len(audio), context_s), []).append(i)
+    out: list[EncodedWindow | None] = [None] * len(windows)
+    size = max_batch or len(windows) or 1
+    for positions, members in groups.items():
+        for c in range(0, len(members), size):
+            chunk = members[c : c + size]
+            t0 = time.perf_counter()
+            frames = MEL_FRAMES_PER_POSITION * positions if positions is not None else None
+            feats = [frontend.features(windows[i][0], frames) for i in chunk]
+            enc = frontend.encode(feats[0] if len(feats) == 1 else torch.cat(feats), positions)
+            share = (time.perf_counter() - t0) / len(chunk)
+            for b, i in enumerate(chunk):
+                duration = len(windows[i][0]) / SAMPLE_RATE
+                out[i] = EncodedWindow(enc[b : b + 1], feats[b], duration, share, positions)
+    return [w for w in out if w is not None]
