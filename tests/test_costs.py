@@ -6,37 +6,59 @@ import pytest
 
 from streamcap.runtime.costs import CostModel, CostModelConfig
 
-
-def test_one_row_is_measured_first_then_larger_batches_are_tried() -> None:
-    m = CostModel()
-    assert m.decoder_batch(4) == 1  # nothing measured
-    m.observe_step(1, 0.020)
-    # one point: 2 rows estimated at 0.9 x 2 x 20 ms = 36 ms, 18 ms per row: try it
-    assert m.step_cost(2) == pytest.approx(0.036)
-    assert m.decoder_batch(4) == 2
-    m.observe_step(2, 0.024)  # it paid: 12 ms per row; 4 rows extrapolated at 0.9 x 32 ms
-    assert m.step_cost(4) == pytest.approx(0.9 * 0.032)
-    assert m.decoder_batch(4) == 4
+MEMORY_BOUND = {1: 0.020, 2: 0.021, 4: 0.024, 8: 0.030}  # rows nearly free per step
 
 
-def test_memory_bound_steps_batch_and_compute_bound_steps_do_not() -> None:
-    cheap = CostModel()  # a memory-bound step: rows nearly free
-    for b, s in {1: 0.020, 2: 0.022, 4: 0.026, 8: 0.034}.items():
-        cheap.observe_step(b, s)
-    assert cheap.decoder_batch(8) == 8
-    assert cheap.decoder_batch(3) == 3  # never more rows than wait
-
-    dear = CostModel()  # compute-bound: a row costs what it costs, batched or not
-    for b, s in {1: 0.020, 2: 0.041, 4: 0.083}.items():
-        dear.observe_step(b, s)
-    assert dear.decoder_batch(4) == 1
-
-
-def test_a_batch_slower_than_the_limit_is_not_chosen_even_if_cheaper_per_row() -> None:
-    m = CostModel(CostModelConfig(max_slowdown=2.0))
-    for b, s in {1: 0.020, 2: 0.030, 4: 0.050}.items():  # 4 rows: 2.5 x one row
+def _model(steps: dict[int, float], **cfg: float) -> CostModel:
+    m = CostModel(CostModelConfig(**cfg))  # type: ignore[arg-type]
+    for b, s in steps.items():
         m.observe_step(b, s)
-    assert m.decoder_batch(4) == 3  # 40 ms (interpolated): just within 2 x 20 ms
+    return m
+
+
+def test_one_job_is_measured_first() -> None:
+    m = _model(MEMORY_BOUND)
+    assert m.decoder_batch(4, "partial") == 1  # no job of that kind measured yet
+    m.observe_job("partial", 0.05, 0.60)
+    assert m.decoder_batch(4, "partial") == 4
+    assert m.decoder_batch(1, "partial") == 1
+
+
+def test_finals_whose_encoder_dominates_run_alone_even_with_cheap_steps() -> None:
+    m = _model(MEMORY_BOUND)
+    m.observe_job("final", 0.70, 0.15)  # this CPU: the 30 s encoder is most of a final
+    # 2 finals: 1.70 s alone, 1.40 + 0.16 batched: 8 % saved, under the 15 % asked for
+    assert m.lockstep_cost("final", 2) == pytest.approx(0.15 * 0.021 / 0.020)
+    assert m.decoder_batch(8, "final") == 1
+    m.observe_job("final", 0.05, 0.15)  # a GPU-like encoder: now the decoder dominates
+    m.observe_job("final", 0.05, 0.15)
+    m.observe_job("final", 0.05, 0.15)
+    m.observe_job("final", 0.05, 0.15)
+    m.observe_job("final", 0.05, 0.15)
+    m.observe_job("final", 0.05, 0.15)
+    m.observe_job("final", 0.05, 0.15)
+    assert m.decoder_batch(8, "final") == 8
+
+
+def test_compute_bound_steps_do_not_batch() -> None:
+    m = _model({1: 0.020, 2: 0.041, 4: 0.083})
+    m.observe_job("partial", 0.05, 0.60)
+    assert m.decoder_batch(4, "partial") == 1
+
+
+def test_a_measured_lockstep_overrules_the_estimate() -> None:
+    m = _model(MEMORY_BOUND)
+    m.observe_job("partial", 0.05, 0.60)
+    assert m.decoder_batch(2, "partial") == 2
+    m.observe_lockstep("partial", 2, 1.25)  # it did not pay on this machine
+    assert m.decoder_batch(2, "partial") == 1
+
+
+def test_a_batch_slower_than_the_limit_is_not_chosen() -> None:
+    m = _model({1: 0.020, 4: 0.050}, max_slowdown=2.0)
+    m.observe_job("partial", 0.05, 0.60)
+    # 4 rows: 1.5 s > 2 x 0.6 s; 3 rows (interpolated 40 ms steps): 1.2 s, just within
+    assert m.decoder_batch(4, "partial") == 3
 
 
 def test_measurements_are_running_means() -> None:

@@ -24,9 +24,12 @@ EN = DecodingOptions(language="en")
 
 
 def _memory_bound(worker: InferenceWorker, encoder_pays: bool = False) -> None:
-    """Costs as a memory-bound decoder step measures: rows nearly free up to 8."""
+    """Costs as a GPU-like machine measures: decoder steps memory-bound (rows nearly free up to
+    8), jobs mostly decoder time."""
     for b, s in {1: 0.020, 2: 0.021, 4: 0.024, 8: 0.030}.items():
         worker.costs.observe_step(b, s)
+    for kind in ("final", "partial"):
+        worker.costs.observe_job(kind, 0.01, 0.5)
     if not encoder_pays:
         for positions in range(1, 1501):  # an encoder call costs per window, batched or not
             worker.costs.observe_encode(positions, 1, 0.3)

@@ -108,6 +108,7 @@ class BatchRunner:
             mean_rows = sum(passes) / lockstep  # rows leave as they finish
             self.costs.observe_step(max(1, round(mean_rows)), decode_s / lockstep)
         self.costs.observe_batch(len(jobs))
+        self.costs.observe_lockstep(jobs[0].kind, len(jobs), decode_s)
         for i, (row, enc) in enumerate(zip(rows, encoded, strict=True)):
             out = outcomes[i]
             out.options, out.hypothesis = prepared[i]

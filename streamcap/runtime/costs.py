@@ -7,9 +7,12 @@ context can go through the encoder in one call. Whether that pays depends on the
 at batch 1), so the worker measures instead of assuming: every batched call reports its batch
 size and seconds here, and the model keeps an exponentially weighted mean per size.
 
-`decoder_batch` picks the size with the least time per row among those whose step is at most
-`max_slowdown` x a single row's (a batch's rows each wait for the batch's steps: a batch much
-slower than one row would delay a final more than it saves). Sizes not measured yet are
+`decoder_batch` weighs whole jobs: a batch still runs each job's encoder before the lockstep
+decode, so it pays only where the decoder is a large share of a job (on this 2-core CPU a
+final's 30 s encoder is ~0.7 s against ~0.15 s of decoding: finals run alone; a partial
+without a draft decodes for longer than its short encoder: those batch). It picks the size
+that saves the largest share of the jobs' one-by-one time, at least `min_saving`. Sizes not
+measured yet are
 estimated from the measured ones (interpolated; beyond the largest measured, the trend a
 little optimistically), so each is tried and then judged by what it really cost. Pure
 logic: no clock, no model.
@@ -27,12 +30,16 @@ class CostModelConfig:
     max_batch: int = 8
     #: weight of a new measurement in the running mean
     alpha: float = 0.2
-    #: a batched step may take at most this many single steps' time
+    #: a batched decode may take at most this many times one job's decode
     max_slowdown: float = 3.0
     #: an unmeasured size is estimated this much cheaper than the trend, so it gets tried
     optimism: float = 0.9
     #: a batched encoder call must save at least this share against one call per window
     min_encoder_saving: float = 0.05
+    #: a batch must save at least this share of its jobs' time run one by one (encoder
+    #: included: each job's encoder still runs before the lockstep decode, so a batch delays
+    #: its first job by the others' encoders; a small saving is not worth that)
+    min_saving: float = 0.15
 
 
 class CostModel:
@@ -43,12 +50,27 @@ class CostModel:
         self.config = config or CostModelConfig()
         self._step: dict[int, float] = {}
         self._encode: dict[tuple[int, int], float] = {}  # (positions, batch) -> seconds
+        self._job: dict[str, tuple[float, float]] = {}  # kind -> (encoder, decoder) at batch 1
+        self._lockstep: dict[tuple[str, int], float] = {}  # (kind, batch) -> decode seconds
         self.batches: dict[int, int] = {}  # decoder batches run, by size
 
     # ------------------------------------------------------------------ measurements
 
     def observe_step(self, batch: int, seconds: float) -> None:
         self._step[batch] = self._mean(self._step.get(batch), seconds)
+
+    def observe_job(self, kind: str, encoder_s: float, decoder_s: float) -> None:
+        """One job of ``kind`` run alone: its encoder and decoder seconds."""
+        old = self._job.get(kind)
+        self._job[kind] = (
+            self._mean(old[0] if old else None, encoder_s),
+            self._mean(old[1] if old else None, decoder_s),
+        )
+
+    def observe_lockstep(self, kind: str, batch: int, decoder_s: float) -> None:
+        """A lockstep decode of ``batch`` jobs of ``kind`` took ``decoder_s`` (wall)."""
+        key = (kind, batch)
+        self._lockstep[key] = self._mean(self._lockstep.get(key), decoder_s)
 
     def observe_batch(self, batch: int) -> None:
         self.batches[batch] = self.batches.get(batch, 0) + 1
@@ -92,20 +114,36 @@ class CostModel:
 
     # ------------------------------------------------------------------ decisions
 
-    def decoder_batch(self, waiting: int) -> int:
-        """How many of ``waiting`` jobs to decode together (at least 1)."""
+    def lockstep_cost(self, kind: str, batch: int) -> float | None:
+        """Seconds of a lockstep decode of ``batch`` jobs of ``kind``: measured, else a single
+        job's decode scaled by what a step of that size costs against one row."""
+        measured = self._lockstep.get((kind, batch))
+        if measured is not None:
+            return measured
+        job, one, step = self._job.get(kind), self.step_cost(1), self.step_cost(batch)
+        if job is None or one is None or step is None or one <= 0:
+            return None
+        return job[1] * step / one
+
+    def decoder_batch(self, waiting: int, kind: str = "partial") -> int:
+        """How many of ``waiting`` jobs of ``kind`` to run together (at least 1): the size that
+        saves the largest share of their one-by-one time, if it saves at least `min_saving`
+        and its decode stays within `max_slowdown` of one job's."""
         cfg = self.config
         limit = max(1, min(waiting, cfg.max_batch))
-        single = self.step_cost(1)
-        if single is None:
-            return 1  # measure one row first
-        best, best_per_row = 1, single
+        job = self._job.get(kind)
+        if job is None or limit < 2:
+            return 1  # measure one job first
+        encoder_s, decoder_s = job
+        best, best_saving = 1, cfg.min_saving
         for b in range(2, limit + 1):
-            cost = self.step_cost(b)
-            if cost is None or cost > cfg.max_slowdown * single:
+            lockstep = self.lockstep_cost(kind, b)
+            if lockstep is None or lockstep > cfg.max_slowdown * decoder_s:
                 break
-            if cost / b < best_per_row:
-                best, best_per_row = b, cost / b
+            alone = b * (encoder_s + decoder_s)
+            saving = (alone - (b * encoder_s + lockstep)) / alone
+            if saving > best_saving:
+                best, best_saving = b, saving
         return best
 
     def encode_together(self, positions: int, batch: int) -> bool:

@@ -221,22 +221,22 @@ class InferenceWorker:
         pay to decode together (finals and partials never share a batch: a final does not wait
         for a partial's encoder)."""
         if self._finals:
-            n = self._batch_size(len(self._finals)) if batch else 1
+            n = self._batch_size(len(self._finals), "final") if batch else 1
             return [self._finals.popleft() for _ in range(n)]
         if self._partials:
             waiting = sorted(self._partials.values(), key=lambda j: j.id)
-            n = self._batch_size(len(waiting)) if batch else 1
+            n = self._batch_size(len(waiting), "partial") if batch else 1
             for job in waiting[:n]:
                 del self._partials[job.stream]
             return waiting[:n]
         return []
 
-    def _batch_size(self, waiting: int) -> int:
+    def _batch_size(self, waiting: int, kind: str) -> int:
         if self._batchable is None:
             self._batchable = can_batch(self.engine)
         if waiting < 2 or self.costs.config.max_batch < 2 or not self._batchable:
             return 1
-        return self.costs.decoder_batch(waiting)
+        return self.costs.decoder_batch(waiting, kind)
 
     def _drop(self, jobs: list[DecodeJob]) -> None:
         """Count ``jobs`` as dropped and queue their notices (caller holds the lock)."""
@@ -365,9 +365,10 @@ class InferenceWorker:
             wall = time.perf_counter() - t0
         outcome.result = result
         self.costs.observe_encode(encoded.enc.shape[1], 1, encoded.encoder_s)
+        self.costs.observe_job(job.kind, encoded.encoder_s, result.stats.decoder_s)
+        self.costs.observe_batch(1)
         if result.stats.forward_passes:
             self.costs.observe_step(1, result.stats.decoder_s / result.stats.forward_passes)
-            self.costs.observe_batch(1)
         outcome.encoder_s = encoded.encoder_s
         outcome.decoder_s = result.stats.decoder_s
         outcome.compute_s = m.seconds if m is not None else wall
