@@ -103,11 +103,13 @@ def main() -> int:
     ap.add_argument(
         "--dev-probe", type=int, default=0, metavar="B", help="probe every dev clip, B rows a batch"
     )
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or auto (gpu_check.sh: cuda)")
+    ap.add_argument("--precision", default="auto", help="auto, fp32, bf16 or fp16")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",")]
-    engine = Engine("base", device="cpu")
+    engine = Engine("base", device=args.device, precision=args.precision)
     dec = engine.decoder
     eot = engine.spec.eot
     opts = DecodingOptions(language="en")

@@ -10,6 +10,7 @@ MEMORY_BOUND = {1: 0.020, 2: 0.021, 4: 0.024, 8: 0.030}  # rows nearly free per 
 
 
 def _model(steps: dict[int, float], **cfg: float) -> CostModel:
+    cfg.setdefault("max_batch_wall_s", 60.0)  # the wall limit has a test of its own
     m = CostModel(CostModelConfig(**cfg))  # type: ignore[arg-type]
     for b, s in steps.items():
         m.observe_step(b, s)
@@ -89,3 +90,14 @@ def test_snapshot_reports_batch_sizes() -> None:
     snap = m.snapshot()
     assert snap["batch_size_mean"] == pytest.approx(2.0)
     assert snap["step_s_b2"] == pytest.approx(0.03)
+
+
+def test_a_batch_longer_than_the_wall_limit_is_not_chosen() -> None:
+    m = _model(MEMORY_BOUND, max_batch_wall_s=0.5)
+    m.observe_job("partial", 0.20, 0.30)  # this CPU: a 10 s context and a short decode
+    # 2 partials: 0.40 + 0.32 s = 0.72 s > 0.5 s, though it would save 28 %
+    assert m.decoder_batch(4, "partial") == 1
+    m.observe_job("partial", 0.01, 0.10)  # a GPU-like job: batches fit
+    for _ in range(10):
+        m.observe_job("partial", 0.01, 0.10)
+    assert m.decoder_batch(4, "partial") == 4

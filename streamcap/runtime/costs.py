@@ -11,7 +11,9 @@ size and seconds here, and the model keeps an exponentially weighted mean per si
 decode, so it pays only where the decoder is a large share of a job (on this 2-core CPU a
 final's 30 s encoder is ~0.7 s against ~0.15 s of decoding: finals run alone; a partial
 without a draft decodes for longer than its short encoder: those batch). It picks the size
-that saves the largest share of the jobs' one-by-one time, at least `min_saving`. Sizes not
+that saves the largest share of the jobs' one-by-one time, at least `min_saving`, and takes
+at most `max_batch_wall_s` (whatever arrives meanwhile, a final too, waits for all of it; in
+a load test on this CPU, batches of partials under load took time the finals needed). Sizes not
 measured yet are
 estimated from the measured ones (interpolated; beyond the largest measured, the trend a
 little optimistically), so each is tried and then judged by what it really cost. Pure
@@ -40,6 +42,9 @@ class CostModelConfig:
     #: included: each job's encoder still runs before the lockstep decode, so a batch delays
     #: its first job by the others' encoders; a small saving is not worth that)
     min_saving: float = 0.15
+    #: a batch may take at most this long (estimated): a final that arrives meanwhile waits
+    #: for the whole batch, and a batch of partials under load takes time finals need
+    max_batch_wall_s: float = 0.5
 
 
 class CostModel:
@@ -141,6 +146,8 @@ class CostModel:
             if lockstep is None or lockstep > cfg.max_slowdown * decoder_s:
                 break
             alone = b * (encoder_s + decoder_s)
+            if b * encoder_s + lockstep > cfg.max_batch_wall_s:
+                break
             saving = (alone - (b * encoder_s + lockstep)) / alone
             if saving > best_saving:
                 best, best_saving = b, saving
