@@ -328,15 +328,29 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
         def on_frame(_: float) -> None:
             first_frame.setdefault(stream, time.monotonic())
 
-        await publish(ws_url(base, "ingest", stream), programs[i].audio, SR, on_frame=on_frame)
-        # Frame k (k = 0, 1, ...) leaves at t0 + k * 0.1: audio time t was sent by t0 + t.
-        t0s[stream] = first_frame[stream]
+        try:
+            await publish(ws_url(base, "ingest", stream), programs[i].audio, SR, on_frame=on_frame)
+        finally:
+            # Frame k (k = 0, 1, ...) leaves at t0 + k * 0.1: audio time t was sent by t0 + t.
+            if stream in first_frame:
+                t0s[stream] = first_frame[stream]
 
     results = await asyncio.gather(
         *(publisher(i, s) for i, s in enumerate(streams)), return_exceptions=True
     )
     closed_at = time.monotonic()
-    refused = {s for s, r in zip(streams, results, strict=True) if _close_code(r) == 1013}
+    # 1013 at the start: admission control refused the stream; 1013 after `stop`: the server
+    # says its last finals were still decoding (they still come, and are measured)
+    refused = {
+        s
+        for s, r in zip(streams, results, strict=True)
+        if _close_code(r) == 1013 and "full" in str(r)
+    }
+    late_close = {
+        s
+        for s, r in zip(streams, results, strict=True)
+        if _close_code(r) == 1013 and s not in refused
+    }
     # The publishers' close (1000) follows their last final. A server that closed before its
     # finals were out (or says so with 1013) may still deliver them: wait for every recorded
     # final to reach the viewers (bounded), and count what came after the close as late.
@@ -351,9 +365,12 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     report: dict[str, Any] = {
         "streams": {},
         "errors": [
-            repr(r) for s, r in zip(streams, results, strict=True) if r and s not in refused
+            repr(r)
+            for s, r in zip(streams, results, strict=True)
+            if r and s not in refused | late_close
         ],
         "refused_streams": sorted(refused),
+        "closed_before_finals_out": sorted(late_close),
     }
     all_lat: list[float] = []
     dropped_total = 0
