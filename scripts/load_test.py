@@ -352,10 +352,14 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
         if _close_code(r) == 1013 and s not in refused
     }
     # The publishers' close (1000) follows their last final. A server that closed before its
-    # finals were out (or says so with 1013) may still deliver them: wait for every recorded
-    # final to reach the viewers (bounded), and count what came after the close as late.
+    # finals were out (or says so with 1013) may still deliver them: wait until its worker has
+    # nothing queued and every recorded final reached the viewers (bounded), and count what
+    # came after the close as late. (Before this wait, a server that closed 1000 too early
+    # showed finals "recorded but never received": the viewers had left.)
     deadline = time.monotonic() + args.drain_timeout
-    while time.monotonic() < deadline and not _delivered(streams, viewers, record):
+    while time.monotonic() < deadline and not (
+        _delivered(streams, viewers, record) and await asyncio.to_thread(_worker_idle, port)
+    ):
         await asyncio.sleep(0.5)
     await asyncio.sleep(2.0)
     stop.set()
@@ -448,6 +452,14 @@ def _close_code(result: object) -> int | None:
     if code is None and rcvd is not None:
         code = rcvd.code
     return code if isinstance(code, int) else None
+
+
+def _worker_idle(port: int) -> bool:
+    """Nothing waits for the server's worker (a final still queued is yet to be recorded)."""
+    try:
+        return scrape(f"http://127.0.0.1:{port}/metrics").get("streamcap_queue_depth", 0) == 0
+    except OSError:
+        return True
 
 
 def _delivered(streams: list[str], viewers: dict[str, list[ViewerLog]], record: Path) -> bool:

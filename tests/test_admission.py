@@ -31,7 +31,7 @@ pytestmark = pytest.mark.model
 @pytest.fixture(scope="module")
 def small_worker(engine: Any) -> Iterator[Any]:
     """A worker whose finals' budget holds one stream: after `warm_up` the prior of one stream
-    is a final's cost / 5.7 s (0.05-0.2 here), far above a 1 % budget."""
+    is a final's cost / 5.7 s (about 0.16 here), far above a 1 % budget."""
     from streamcap.runtime.worker import InferenceWorker
 
     w = InferenceWorker(engine, capacity=CapacityConfig(max_finals_load=0.01))
