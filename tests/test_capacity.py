@@ -50,7 +50,10 @@ def test_the_first_stream_is_always_admitted_and_no_evidence_uses_the_prior() ->
     meter.set_prior(1.71)  # a final costs 1.71 s; one per 5.7 s of speech: 0.3 per stream
     assert meter.prior == pytest.approx(0.3)
     assert admit(meter.load(0.0), 1, meter.prior, CFG).ok  # 0.6
-    assert not admit(meter.load(0.0), 2, meter.prior, CFG).ok  # 0.9
+    # 0.9: over 0.7 even with the prior's slack (x 1.25 = 0.875)
+    assert not admit(meter.load(0.0), 2, meter.prior, CFG).ok
+    meter.set_prior(0.456)  # 0.08 per stream: 10 fit by the prior's limit, 8 by 0.7
+    assert admit(meter.load(0.0), 9, meter.prior, CFG).ok
     assert admit(meter.load(0.0), 5, None, CFG).ok  # no prior, no evidence: admit
 
 

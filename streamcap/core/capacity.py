@@ -23,6 +23,8 @@ __all__ = ["Admission", "CapacityConfig", "Load", "LoadMeter", "admit"]
 
 #: How many of the latest finals' queue waits say whether finals are late now.
 RECENT_FINALS = 10
+#: Headroom of the limit while only the prior speaks (see `admit`).
+PRIOR_SLACK = 1.25
 
 
 @dataclass(frozen=True)
@@ -142,16 +144,22 @@ class LoadMeter:
 
 
 def admit(load: Load, streams: int, prior: float | None, config: CapacityConfig) -> Admission:
-    """May one more stream join ``streams`` live ones? (the module docstring's rule)"""
+    """May one more stream join ``streams`` live ones? (the module docstring's rule)
+
+    On the prior alone (no evidence yet) the limit has `PRIOR_SLACK`: a warm-up that shared
+    the CPU with something else overstates a final's cost, and measurement takes over soon.
+    """
     per = prior if prior is not None else 0.0
+    limit = config.max_finals_load * PRIOR_SLACK
     if load.stream_seconds >= config.min_evidence_s and not math.isnan(load.per_stream_finals):
         # trust the measurement, but a prior that says more (a burst of long finals is not in
         # the window yet) is not overruled by a quiet minute until it has weight
         weight = min(1.0, load.stream_seconds / (4 * config.min_evidence_s))
         per = weight * load.per_stream_finals + (1 - weight) * max(per, load.per_stream_finals)
+        limit = config.max_finals_load
     capacity = 10**6
-    if per > 0 and math.isfinite(config.max_finals_load):
-        capacity = math.floor(config.max_finals_load / per)
+    if per > 0 and math.isfinite(limit):
+        capacity = math.floor(limit / per)
     projected = (streams + 1) * per
     if streams == 0:
         return Admission(True, "first stream", per, projected, capacity)
@@ -161,10 +169,10 @@ def admit(load: Load, streams: int, prior: float | None, config: CapacityConfig)
             f"(limit {config.max_final_wait_s:g} s)"
         )
         return Admission(False, why, per, projected, capacity)
-    if projected > config.max_finals_load:
+    if projected > limit:
         why = (
             f"{streams} streams use the worker's capacity for finals "
-            f"({streams * per:.0%} of {config.max_finals_load:.0%}; about {capacity} fit)"
+            f"({streams * per:.0%} of {limit:.0%}; about {capacity} fit)"
         )
         return Admission(False, why, per, projected, capacity)
     return Admission(True, "fits", per, projected, capacity)
