@@ -141,19 +141,20 @@ def test_silence_is_not_an_error(tmp_path: Path) -> None:
 
 
 def _long_speech(path: Path) -> float:
-    """~65 s of real speech: the test clips twice over, with pauses between them."""
+    """~130 s of real speech: the test clips four times over, with pauses between them (long
+    enough that the Ctrl-C lands while windows are still being decoded, on a fast CPU too)."""
     import soundfile as sf
 
     clips = [sf.read(p, dtype="float32")[0] for p in sorted(DATA.glob("en_*.wav"))]
     gap = np.zeros(8000, np.float32)
-    audio = np.concatenate([x for _ in range(2) for c in clips for x in (c, gap)])
+    audio = np.concatenate([x for _ in range(4) for c in clips for x in (c, gap)])
     sf.write(path, audio, 16000)
     return len(audio) / 16000
 
 
 def test_ctrl_c_keeps_valid_subtitles_with_everything_so_far(tmp_path: Path) -> None:
     wav = tmp_path / "long.wav"
-    assert _long_speech(wav) > 60
+    assert _long_speech(wav) > 120
     srt, vtt, jsonl = tmp_path / "l.srt", tmp_path / "l.vtt", tmp_path / "l.jsonl"
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamcap.cli", "transcribe", str(wav), "--language", "en",
