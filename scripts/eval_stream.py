@@ -14,8 +14,12 @@ real time or on the computation-aware simulated clock. Measurement definitions: 
   segments with none are reported as missed) minus the segment's end. p50 / p95 over segments.
 - first_partial_latency_*: per segment, the time of the first event (partial or final) showing
   a word of it (a word equal to one of the segment's, by alignment) minus the segment's start.
-- stream_wer / offline_wer: jiwer WER after Whisper's English normaliser, of the concatenated
-  finals, and of the same model transcribing each reference segment alone (same options).
+- stream_wer: jiwer WER after Whisper's English normaliser of the concatenated finals.
+- offline_wer: the same WER of the project's offline long-form path on the whole file, what
+  ``streamcap transcribe FILE`` prints: the same segmenter cuts utterances (no reference times,
+  so a reference segment of any length works), each decoded as one window by the same model
+  with the same options and hallucination guard (`streamcap.runtime.transcribe.Transcription`).
+  offline_rtf: its compute seconds / audio seconds (wall clock, warm engine).
 - flicker: characters erased from the screen (finals + current partials, as a viewer renders
   them; events emitted together count as one update) per 100 characters of final text.
 - rtf: compute seconds (decodes + segmenter/policy) / audio seconds.
@@ -32,6 +36,7 @@ import importlib.resources
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import fields, replace
 from pathlib import Path
@@ -39,6 +44,7 @@ from typing import Any
 
 import jiwer
 import numpy as np
+import soundfile as sf
 
 from streamcap.audio import load_audio
 from streamcap.core.captions import Caption, CaptionLog
@@ -358,22 +364,37 @@ def _wer(ref: str, hyp: str) -> float:
 
 
 def offline_wer(
-    engine: Engine, audio: np.ndarray, segments: list[dict[str, Any]], config: LiveConfig, norm: Any
-) -> tuple[float | None, list[str]]:
+    engine: Engine,
+    path: str,
+    audio: np.ndarray,
+    gain: float,
+    segments: list[dict[str, Any]],
+    config: LiveConfig,
+    norm: Any,
+) -> tuple[float | None, list[dict[str, Any]], float]:
+    """The offline baseline: ``streamcap transcribe`` on the whole file (`Transcription`: the
+    segmenter cuts utterances, each decoded as one window, the hallucination guard drops
+    finals), same model and decoding options as the stream. No reference times are used, so any
+    segment length works. Returns (WER, its finals, compute seconds)."""
+    from streamcap.runtime.transcribe import TranscribeOptions, Transcription
+
     if not segments:
-        return None, []
-    opts = options_for(engine, config.language, config.task)
-    texts = []
-    window = int(30 * SR)  # a reference segment may be longer than Whisper's 30 s window
-    for seg in segments:
-        clip = audio[round(seg["start"] * SR) : round(seg["end"] * SR)]
-        parts = [
-            engine.transcribe(clip[i : i + window], opts).text.strip()
-            for i in range(0, len(clip), window)
+        return None, [], 0.0
+    opts = TranscribeOptions(
+        decoding=options_for(engine, config.language, config.task), segmenter=config.segmenter
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        if gain != 1.0:  # transcribe what the stream heard
+            path = str(Path(tmp) / "gained.wav")
+            sf.write(path, audio, SR, subtype="FLOAT")
+        t0 = time.perf_counter()
+        finals: list[dict[str, Any]] = [
+            {"start": round(c.start, 3), "end": round(c.end, 3), "text": c.text}
+            for c in Transcription(engine, path, opts, stream="offline")
         ]
-        texts.append(" ".join(p for p in parts if p))
+        compute = time.perf_counter() - t0
     ref = norm(" ".join(s["text"] for s in segments))
-    return _wer(ref, norm(" ".join(texts))), texts
+    return _wer(ref, norm(" ".join(f["text"] for f in finals))), finals, compute
 
 
 def check_identical(engine: Engine, decodes: list[tuple[DecodeJob, JobOutcome]]) -> dict[str, Any]:
@@ -448,8 +469,8 @@ def plot(path: Path, events: list[tuple[float, Caption]], metrics: dict[str, Any
     xs = [r["start"] for r in rows if r.get("first_partial_latency") is not None]
     ys = [r["first_partial_latency"] for r in rows if r.get("first_partial_latency") is not None]
     lat.bar(xs, ys, width=0.5, color="tab:blue", alpha=0.7, label="first-partial latency (s)")
-    for y, style in ((1.0, ":"), (1.5, "-."), (2.0, "--")):
-        lat.axhline(y, color="k", ls=style, lw=0.6)
+    for level, style in ((1.0, ":"), (1.5, "-."), (2.0, "--")):
+        lat.axhline(level, color="k", ls=style, lw=0.6)
     lat.set_xlabel("stream time (s)")
     lat.set_ylabel("seconds")
     lat.legend(fontsize=7, loc="upper right")
@@ -505,9 +526,10 @@ def main(argv: list[str] | None = None) -> int:
     out["rtf"] = run["compute_s"] / duration
     out["precision"] = engine.precision
     if not args.no_offline:
-        out["offline_wer"], out["offline_texts"] = offline_wer(
-            engine, audio, segments, config, norm
+        out["offline_wer"], out["offline_finals"], offline_s = offline_wer(
+            engine, args.audio, audio, args.gain, segments, config, norm
         )
+        out["offline_rtf"] = offline_s / duration
     if not args.no_check:
         check = check_identical(engine, run["decodes"])
         out["speculative_identical"] = check["identical"]
@@ -546,7 +568,8 @@ def main(argv: list[str] | None = None) -> int:
 
     keys = ("final_latency_p50", "final_latency_p95", "first_partial_latency_p50",
             "first_partial_latency_p95", "stream_wer", "offline_wer", "flicker", "rtf",
-            "hallucinated_words_per_min", "speculative_identical", "missed_segments")  # fmt: skip
+            "offline_rtf", "hallucinated_words_per_min", "speculative_identical",
+            "missed_segments")  # fmt: skip
     print(json.dumps({k: out.get(k) for k in keys}, default=_json_default))
     print(f"wrote {args.json} and {png}", file=sys.stderr)
     return 0

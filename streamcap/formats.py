@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO
 
 from streamcap.core.captions import Caption
+from streamcap.decoding.options import WordTiming
 
 #: Common subtitle guidance: ~42 characters per line, at most 2 lines on screen.
 LINE_WIDTH = 42
 MAX_LINES = 2
+#: A pause between two cues of one final shorter than this is closed (no blink off screen).
+CUE_GAP_S = 0.5
 
 
 # --------------------------------------------------------------------------- formatting
@@ -159,13 +162,22 @@ def _sentence_groups(text: str, width: int, max_lines: int) -> list[list[str]]:
 
 
 def split_cues(
-    text: str, start: float, end: float, width: int = LINE_WIDTH, max_lines: int = MAX_LINES
+    text: str,
+    start: float,
+    end: float,
+    width: int = LINE_WIDTH,
+    max_lines: int = MAX_LINES,
+    words: Sequence[WordTiming] = (),
 ) -> list[tuple[float, float, list[str]]]:
-    """Cut one final into cues of at most `max_lines` lines, timed in proportion to characters.
+    """Cut one final into cues of at most `max_lines` lines, timed by its words if given, else
+    in proportion to characters.
 
     A final too long for one cue breaks at sentence ends first (as live finals do), then evenly
-    by characters within a sentence. Speech has no word times here, so characters are the best
-    proxy for when each part was said.
+    by characters within a sentence. With ``words`` (their times on the same clock as `start`,
+    their text that of the final), each cut lies where the words say: a cue ends with its last
+    word, the next starts with its first (a pause shorter than `CUE_GAP_S` is closed); the first
+    cue still starts at `start` and the last ends at `end`. Without them (or when they do not
+    spell the text), characters are the best proxy for when each part was said.
     """
     lines = wrap_text(text, width)
     if not lines:
@@ -173,6 +185,9 @@ def split_cues(
     end = max(end, start)
     groups = [lines] if len(lines) <= max_lines else _sentence_groups(text, width, max_lines)
     sizes = [sum(len(x) for x in g) + len(g) - 1 for g in groups]
+    timed = _word_cuts(groups, words, start, end) if len(groups) > 1 and words else None
+    if timed is not None:
+        return [(t0, t1, _balance(g)) for (t0, t1), g in zip(timed, groups, strict=True)]
     total = sum(sizes)
     cues: list[tuple[float, float, list[str]]] = []
     done = 0
@@ -182,6 +197,42 @@ def split_cues(
         t1 = start + (end - start) * done / total
         cues.append((t0, t1, _balance(group)))
     return cues
+
+
+def _word_cuts(
+    groups: list[list[str]], words: Sequence[WordTiming], start: float, end: float
+) -> list[tuple[float, float]] | None:
+    """Each cue's span from the words (matched to the cues by their non-space characters), or
+    None if the words do not spell the cues' text."""
+    ink = ["".join(w.word.split()) for w in words]
+    if "".join(ink) != "".join("".join(x.split()) for g in groups for x in g):
+        return None
+    owner: list[int] = [k for k, chars in enumerate(ink) for _ in chars]  # word of each char
+    spans: list[tuple[float, float]] = []
+    done = 0
+    for g in groups:
+        n = sum(len("".join(x.split())) for x in g)
+        first, last = words[owner[done]], words[owner[done + n - 1]]
+        spans.append((first.start, last.end))
+        done += n
+    cues: list[tuple[float, float]] = []
+    t0 = start
+    for k, (_, w_end) in enumerate(spans):
+        if k + 1 == len(spans):
+            t1 = end
+        else:
+            following = spans[k + 1][0]
+            t1 = following if following - w_end < CUE_GAP_S else w_end
+        t1 = min(max(t1, t0), end)
+        cues.append((t0, t1))
+        if k + 1 < len(spans):
+            t0 = min(max(spans[k + 1][0], t1), end)
+    return cues
+
+
+def _cues(caption: Caption) -> list[tuple[float, float, list[str]]]:
+    """A final's cues, by its words where it has them (``Caption.words``)."""
+    return split_cues(caption.text, caption.start, caption.end, words=caption.words)
 
 
 def _vtt_escape(line: str) -> str:
@@ -252,7 +303,7 @@ class SrtWriter(CaptionWriter):
 
     def _format(self, caption: Caption) -> str:
         parts = []
-        for t0, t1, lines in split_cues(caption.text, caption.start, caption.end):
+        for t0, t1, lines in _cues(caption):
             self._index += 1
             body = "\n".join(lines)
             parts.append(
@@ -270,7 +321,7 @@ class VttWriter(CaptionWriter):
 
     def _format(self, caption: Caption) -> str:
         parts = []
-        for t0, t1, lines in split_cues(caption.text, caption.start, caption.end):
+        for t0, t1, lines in _cues(caption):
             body = "\n".join(_vtt_escape(x) for x in lines)
             parts.append(f"{format_vtt_time(t0)} --> {format_vtt_time(t1)}\n{body}\n\n")
         return "".join(parts)

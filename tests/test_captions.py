@@ -360,3 +360,30 @@ def test_log_bounded_finals() -> None:
     assert [e.seq for e in log.since(9)] == [10, 11]
     with pytest.raises(ValueError, match="max_finals"):
         CaptionLog("s", max_finals=0)
+
+
+def test_a_finals_words_go_on_the_wire_and_come_back() -> None:
+    from dataclasses import replace
+
+    from streamcap.core.captions import CaptionEvent
+    from streamcap.decoding.options import WordTiming
+
+    words = (WordTiming("hello", 0.5, 0.81234, 0.9), WordTiming("world", 0.9, 1.25, 0.87654))
+    c = replace(cap(start=0.5, end=1.25), words=words)
+    d = json.loads(c.to_json())
+    assert d["words"] == [
+        {"word": "hello", "start": 0.5, "end": 0.812, "probability": 0.9},
+        {"word": "world", "start": 0.9, "end": 1.25, "probability": 0.8765},
+    ]
+    back = Caption.from_dict(d)
+    assert [w.word for w in back.words] == ["hello", "world"] and back.words[0].end == 0.812
+    assert "words" not in cap().to_dict()  # untimed: left off the wire
+    with pytest.raises(ValueError, match="words must be a list"):
+        Caption.from_dict({**d, "words": "hello"})
+    with pytest.raises(ValueError, match="missing field 'probability'"):
+        Caption.from_dict({**d, "words": [{"word": "a", "start": 0, "end": 1}]})
+    # a later publisher session moves the words with the caption
+    ev = CaptionEvent("final", 1, "hello world", 0.5, 1.25, 11, 0.0, words)
+    assert [w.start for w in ev.shifted(3, 10.0).words] == [10.5, 10.9]
+    log = CaptionLog("s1")
+    assert log.add(ev).words == words

@@ -83,6 +83,10 @@ def test_transcribe_writes_text_and_subtitles(tmp_path: Path) -> None:
     assert events[-1]["end"] == pytest.approx(11.0, abs=0.6)
     # an offline final commits exactly its own text (not a count across the file)
     assert all(e["committed_chars"] == len(e["text"]) for e in events)
+    # ... and carries its words, timed in the file (tests/test_alignment.py checks the times)
+    for e in events:
+        assert "".join(w["word"] for w in e["words"]).split() == e["text"].split()
+        assert e["start"] <= e["words"][0]["start"] <= e["words"][-1]["end"] <= e["end"]
 
 
 def _read_pty(fd: int, into: list[bytes]) -> None:
@@ -257,6 +261,7 @@ def test_bad_model_is_one_clear_line(args: list[str], message: str) -> None:
         (["transcribe", str(JFK), "--partial-interval", "2"], "only with --live"),
         (["transcribe", str(JFK), "--no-partials", "--chunk", "1"], "--chunk, --no-partials:"),
         (["transcribe", str(JFK), "--live", "--condition-on-previous"], "not used by --live"),
+        (["transcribe", str(JFK), "--live", "--no-word-timestamps"], "not used by --live"),
         (["transcribe", str(JFK), str(JFK), "--live"], "one file at a time"),
         (["transcribe", str(JFK), str(SILENCE), "-o", "a.srt"], "-o takes a folder"),
         (["transcribe", str(JFK), "--format", "srt", "-o", "a.srt"], "output folder"),

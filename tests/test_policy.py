@@ -17,7 +17,7 @@ from streamcap.core.captions import Caption, CaptionLog
 from streamcap.core.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
 from streamcap.core.segmenter import SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import align_prefix, is_hallucination, norm_text, trim_loop, trim_restart
-from streamcap.decoding.options import DecodeResult
+from streamcap.decoding.options import DecodeResult, WordTiming
 
 SR = 16000
 CHUNK = 0.1
@@ -45,25 +45,36 @@ class FakeDecoder:
     """Hears a word timeline: finals get the words inside the window; partials also get the
     word being spoken at the window's end, cut short (a different stub for each cut)."""
 
-    def __init__(self, words: list[Word], wobble: float = 0.0, seed: int = 0) -> None:
+    def __init__(
+        self, words: list[Word], wobble: float = 0.0, seed: int = 0, timed: bool = False
+    ) -> None:
         self.words = words
         self.wobble = wobble
         self.rng = random.Random(seed)
+        self.timed = timed  # give word times when the request asks (as `Engine.align` does)
         self.calls: list[tuple[str, float, float]] = []
 
     def __call__(self, req: DecodeRequest) -> DecodeResult:
         self.calls.append((req.kind, req.start, req.end))
         eps = 1e-4  # window ends are whole samples
-        inside = [
-            w.text for w in self.words if w.start >= req.start - eps and w.end <= req.end + eps
-        ]
+        heard = [w for w in self.words if w.start >= req.start - eps and w.end <= req.end + eps]
+        inside = [w.text for w in heard]
+        spans = [(w.start, w.end) for w in heard]
         if req.kind == "partial":
             cut = [w for w in self.words if w.start < req.end < w.end - eps]
             if cut:
                 inside.append(cut[0].text[: 1 + int((req.end - cut[0].start) * 10) % 4] + "~")
+                spans.append((cut[0].start, req.end))
             if inside and self.rng.random() < self.wobble:
                 inside[-1] = inside[-1].upper() + "?"
-        return result(" ".join(inside))
+        out = result(" ".join(inside))
+        if self.timed and req.words:
+            timings = tuple(
+                WordTiming(" " + w, max(0.0, a - req.start), b - req.start, 0.9)
+                for w, (a, b) in zip(inside, spans, strict=True)
+            )
+            out = replace(out, words=timings)
+        return out
 
 
 class Driver:
@@ -83,6 +94,7 @@ class Driver:
         self.captions: list[tuple[float, Caption]] = []
         self.requests: list[DecodeRequest] = []
         self.prepared: dict[int, tuple[int, ...] | None] = {}
+        self.prompts: dict[int, str] = {}
 
     def apply(self, step: Step) -> None:
         self.captions += [(self.now, self.log.add(c)) for c in step.captions]
@@ -95,7 +107,9 @@ class Driver:
             finals = [r for r in self.queue if r.kind == "final"]
             req = finals[0] if finals else self.queue[0]
             self.queue.remove(req)
-            self.prepared[req.id] = self.policy.prepare(req).hypothesis
+            inputs = self.policy.prepare(req)
+            self.prepared[req.id] = inputs.hypothesis
+            self.prompts[req.id] = inputs.prompt
             self.now += self.cost
             self.busy_until = self.now
             self.apply(self.policy.on_result(req, self.decoder(req), self.now))
@@ -242,7 +256,9 @@ def test_exact_final_corrects_locked_words_but_keeps_their_shown_form() -> None:
     )
     assert caps[-1].type == "final" and caps[-1].text == "The bat sat on the mat."
     caps = _locked_window(cfg, "and so my friends", "And so, my friends.")
-    assert caps[-1].text == "And so my friends."  # only case/punctuation differ: as shown
+    assert caps[-1].text == "And so my friends."  # case and an added comma: as shown,
+    caps = _locked_window(cfg, "and So, my friends", "And so my friends.")  # a dropped comma
+    assert caps[-1].text == "And So, my friends."  # stays; the added full stop is taken
     kept = _locked_window(replace(cfg, exact_finals=False), "the Cat, sat", "The bat sat.")
     assert kept[-1].text == "The Cat, sat."
 
@@ -387,7 +403,10 @@ def test_repetition_loop_in_a_final_is_cut_to_one_copy() -> None:
 
 
 def test_prompt_is_the_end_of_the_committed_text() -> None:
-    cfg = PolicyConfig(prompt_chars=12, pause_final_s=None, agreement=0, partial_interval_s=9)
+    cfg = PolicyConfig(
+        prompt_chars=12, prompt_scope="stream", pause_final_s=None, agreement=0,
+        partial_interval_s=9,
+    )  # fmt: skip
     pol = CaptionPolicy(cfg)
     pol.on_event(SpeechStart(0.0))
     pol.on_event(SpeechAudio(np.zeros(SR, np.float32), 0.0, 1.0))
@@ -451,3 +470,138 @@ def test_live_and_offline_share_one_guard() -> None:
     guard = PolicyConfig().guard
     assert is_hallucination(result("", no_speech=0.9, logprob=None), guard)
     assert not is_hallucination(result("Hello there.", no_speech=0.1, logprob=-0.2), guard)
+
+
+def test_abbreviations_and_numbers_do_not_end_sentences() -> None:
+    from streamcap.core.text import ends_sentence
+
+    assert ends_sentence("dog.") and ends_sentence("why?") and ends_sentence('end."')
+    for word in ("Mr.", "Mrs.", "Dr.", "e.g.", "i.e.", "J.", "vs.", "No."):
+        assert not ends_sentence(word) and not ends_sentence(word, "John"), word
+    # a number or an ambiguous abbreviation: only when the next word starts a sentence
+    assert not ends_sentence("3.") and ends_sentence("3.", "Then")
+    assert not ends_sentence("U.S.", "troops") and ends_sentence("U.S.", "The")
+    assert not ends_sentence("etc.") and ends_sentence("etc.", "And")
+
+
+def test_a_title_before_a_name_is_not_committed_as_a_sentence() -> None:
+    # "And Mr." / "John Dashwood had then leisure ..." came out as two finals
+    text = "And Mr. John Dashwood had then leisure to consider how much there might be"
+    words = script(text, 0.0, 0.4)
+    d = Driver(PolicyConfig(partial_interval_s=1.0, pause_final_s=None), FakeDecoder(words))
+    utterance(d, 0.0, 6.0)
+    d.drain()
+    assert [c.text for c in d.finals()] == [text]
+
+
+def test_a_commit_cuts_the_window_at_the_committed_words_end() -> None:
+    # two sentences in one utterance, with a short breath between them: the first is
+    # committed from partials, and the rest is decoded on its own audio after it as prompt
+    words = script("we will start now.", 0.0, 0.4) + script("the agenda has three items", 1.8)
+    cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=None, prompt_chars=200)
+    d = Driver(cfg, FakeDecoder(words, timed=True))
+    utterance(d, 0.0, 4.2)
+    d.drain()
+    finals = d.finals()
+    assert [c.text for c in finals] == ["We will start now.", "The agenda has three items"]
+    assert finals[0].end == pytest.approx(1.6)  # the committed words' end, not a partial's
+    assert [w.word for w in finals[0].words] == finals[0].text.split()
+    assert finals[0].words[-1].end == pytest.approx(1.6)
+    later = [r for r in d.requests if r.id > d.requests[0].id and r.start > 0.0]
+    assert later and all(1.6 <= r.start <= 1.8 for r in later)  # cut in the silence
+    final = [r for r in d.requests if r.kind == "final"][-1]
+    assert final.start == later[0].start
+    assert d.prompts[final.id] == "We will start now."
+    assert finals[1].start == pytest.approx(final.start)
+    assert [w.start for w in finals[1].words] == pytest.approx([1.8, 2.2, 2.6, 3.0, 3.4])
+    # finals are always timed; a partial only when the one before it may lead to a commit
+    assert all(r.words for r in d.requests if r.kind == "final")
+    timed = [r.words for r in d.requests if r.kind == "partial"]
+    assert any(timed) and not all(timed)
+
+
+def test_without_word_times_a_commit_keeps_the_window() -> None:
+    words = script("we will start now.", 0.0, 0.4) + script("the agenda has three items", 1.8)
+    cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=None)
+    d = Driver(cfg, FakeDecoder(words, timed=False))
+    utterance(d, 0.0, 4.2)
+    d.drain()
+    assert [c.text for c in d.finals()] == ["We will start now.", "The agenda has three items"]
+    assert all(r.start == 0.0 for r in d.requests)
+
+
+def test_an_hour_of_speech_with_cuts_at_commits() -> None:
+    """The hour of random speech again, with word times: every word in exactly one final."""
+    rng = random.Random(11)
+    words: list[Word] = []
+    spans: list[tuple[float, float]] = []
+    t, n = 1.0, 0
+    while t < 3600.0:
+        start = t
+        for _ in range(rng.randint(1, 40)):
+            dur = rng.uniform(0.2, 0.6)
+            words.append(Word(f"w{n}" + ("." if rng.random() < 0.15 else ""), t, t + dur))
+            n += 1
+            t += dur + (rng.uniform(0.0, 0.3) if rng.random() < 0.3 else 0.0)
+        spans.append((start, t))
+        t += rng.uniform(0.7, 4.0)
+    d = Driver(PolicyConfig(prompt_chars=100), FakeDecoder(words, 0.3, 5, timed=True), 0.15)
+    for a, b in spans:
+        utterance(d, a, b)
+    d.drain()
+    finals = d.finals()
+    assert norm_text(" ".join(c.text for c in finals)) == norm_text(" ".join(w.text for w in words))
+    assert sum(r.start > a + 1e-6 for r in d.requests for a, _ in spans[:1]) > 0
+    timed = [w for c in finals for w in c.words]
+    assert [w.start for w in timed] == sorted(w.start for w in timed)
+
+
+def test_a_continuation_is_prompted_with_its_utterance_only() -> None:
+    # a pause closes the window, speech resumes within the utterance: the rest is decoded
+    # after what was said before the pause; the next utterance starts without a prompt
+    words = script("please enter a new extension", 0.0, 0.4) + script("followed by pound", 2.4)
+    words += script("goodbye now", 6.0)
+    cfg = PolicyConfig(partial_interval_s=1.0, prompt_chars=100, agreement=0)
+    d = Driver(cfg, FakeDecoder(words, timed=True))
+    d.events([SpeechStart(0.0)], 0.0)
+    for t, evs in audio_events(0.0, 2.0):
+        d.events(evs, t)
+    d.events([], 2.2)  # a pause the segmenter holds back: the window closes
+    for t, evs in audio_events(2.0, 3.6):
+        d.events(evs, t)
+    d.events([], 3.8)
+    d.events([SpeechEnd(0.0, 3.6, "silence")], 4.2)
+    utterance(d, 6.0, 6.8)
+    d.drain()
+    assert [c.text for c in d.finals()] == [
+        "Please enter a new extension", "followed by pound", "goodbye now",
+    ]  # fmt: skip
+    by_window = {}
+    for r in d.requests:
+        by_window.setdefault(r.window, []).append(d.prompts[r.id])
+    prompts = list(by_window.values())
+    assert set(prompts[0]) == {""}
+    assert set(prompts[1]) == {"Please enter a new extension"}
+    assert set(prompts[2]) == {""}
+
+
+def test_keep_form_and_cut_after_rules() -> None:
+    from streamcap.core.cuts import cut_after, timings_for
+    from streamcap.core.display import keep_form
+
+    shown = ["and", "So,", "my", "friend"]
+    assert keep_form(shown, ["And", "so", "my", "friend.", "Bye"]) == [
+        "and", "So,", "my", "friend.", "Bye",
+    ]  # fmt: skip
+    assert keep_form(shown, ["and", "no", "my"]) == ["and", "no", "my"]  # a new word: new form
+    # a stop added before a word: the word takes its new capital ("folders. Press 3")
+    assert keep_form(["folders", "press", "3"], ["folders.", "Press", "3"]) == [
+        "folders.", "Press", "3",
+    ]  # fmt: skip
+    t = [WordTiming(" a", 0.0, 0.4, 1.0), WordTiming(" b", 1.0, 1.3, 1.0)]
+    assert cut_after(t, 1, 2.0) == pytest.approx(0.6)  # into the silence, at most 0.2 s
+    assert cut_after([t[0], WordTiming(" b", 0.5, 0.9, 1.0)], 1, 2.0) == pytest.approx(0.45)
+    assert cut_after(t, 2, 1.4) == pytest.approx(1.35)  # the last word: towards the end
+    r = replace(result("a b"), words=tuple(t))
+    assert timings_for(r, ["a", "b"]) == t and timings_for(r, ["a", "c"]) is None
+    assert timings_for(result("a b"), ["a"]) is None  # not aligned

@@ -111,7 +111,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="publishers at once",
     )  # fmt: skip
     g.add_argument(
-        "--max-load", type=load_share, default=0.4, metavar="X",
+        "--max-load", type=load_share, default=0.25, metavar="X",
         help="admission control: refuse a new publisher (1013) when the streams' finals would "
         "take more than this share of the worker, as measured (0-1)",
     )  # fmt: skip
@@ -288,7 +288,7 @@ def start_worker(args: argparse.Namespace) -> Any:
     from streamcap.core.capacity import CapacityConfig
     from streamcap.runtime.worker import InferenceWorker
 
-    capacity = CapacityConfig(max_finals_load=getattr(args, "max_load", 0.4))
+    capacity = CapacityConfig(max_finals_load=getattr(args, "max_load", 0.25))
     worker = InferenceWorker(load_engine(args), capacity=capacity)
     worker.warm_up(getattr(args, "language", None))
     worker.start()

@@ -2,9 +2,10 @@
 
 Each final is printed and appended to the output files the moment its utterance is decoded,
 so a long file shows progress in its text, and Ctrl-C leaves valid SRT / VTT / JSONL / TXT
-files with everything so far. Every check a user can fail (flags, paths, input files, the
-language) runs before the model loads. ``--live`` replays one file through the live pipeline
-instead (`streamcap.cli.live`).
+files with everything so far. Finals carry their words' times (JSONL ``words``; SRT / VTT cut
+long finals where the words are), unless ``--no-word-timestamps``. Every check a user can fail
+(flags, paths, input files, the language) runs before the model loads. ``--live`` replays one
+file through the live pipeline instead (`streamcap.cli.live`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ LIVE_ONLY = {
     "no_partials": "--no-partials",
 }
 #: Flags that only offline transcription reads, refused with --live.
-OFFLINE_ONLY = {"condition_on_previous": "--condition-on-previous"}
+OFFLINE_ONLY = {
+    "condition_on_previous": "--condition-on-previous",
+    "no_word_timestamps": "--no-word-timestamps",
+}
 
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
@@ -59,6 +63,12 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
         "--condition-on-previous",
         action="store_true",
         help="prompt each utterance with the previous one's text (not with --live)",
+    )
+    p.add_argument(
+        "--no-word-timestamps",
+        action="store_true",
+        help="skip timing each word (saves one decoder pass per utterance; .jsonl then has no "
+        "words and long SRT/VTT finals split their time by characters; not with --live)",
     )
     add_model_flags(p)
     g = p.add_argument_group("live pipeline (with --live)")
@@ -87,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
 def check_flags(args: argparse.Namespace) -> None:
     """Refuse flags that the chosen mode would silently ignore."""
     if args.live:
-        given = [flag for dest, flag in OFFLINE_ONLY.items() if getattr(args, dest)]
+        given = [flag for dest, flag in OFFLINE_ONLY.items() if getattr(args, dest, False)]
         if given:
             raise UsageError(f"{', '.join(given)}: not used by --live (the live pipeline)")
         if len(args.files) > 1:
@@ -121,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
 
     engine = load_engine(args)
     opts = TranscribeOptions(
-        decoding=decoding_options(engine, args), condition_on_previous=args.condition_on_previous
+        decoding=decoding_options(engine, args),
+        condition_on_previous=args.condition_on_previous,
+        word_timestamps=not getattr(args, "no_word_timestamps", False),
     )
     several = len(args.files) > 1
     for i, (path, outputs, duration) in enumerate(zip(args.files, plan, durations, strict=True)):

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from streamcap.decoding.options import WordTiming
+
 CaptionType = Literal["partial", "final"]
 CAPTION_TYPES: tuple[str, ...] = ("partial", "final")
 
@@ -29,13 +31,15 @@ class CaptionEvent:
     end: float
     committed_chars: int = 0
     latency_ms: float = 0.0
+    #: a final's words with their stream times (empty when not timed; never on partials)
+    words: tuple[WordTiming, ...] = ()
 
     def shifted(self, segments: int, seconds: float) -> CaptionEvent:
         """The same event with segment numbers and times moved on (a later publisher session
         of a stream continues after the earlier ones)."""
         return replace(
             self, segment=self.segment + segments, start=self.start + seconds,
-            end=self.end + seconds,
+            end=self.end + seconds, words=tuple(w.shifted(seconds) for w in self.words),
         )  # fmt: skip
 
 
@@ -54,6 +58,8 @@ class Caption:
     latency_ms: float
     #: The caption log's identity (a server sets it; see `CaptionLog`); "" is left off the wire.
     epoch: str = ""
+    #: A final's timed words (`WordTiming`, stream seconds); left off the wire when empty.
+    words: tuple[WordTiming, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The wire JSON object; times rounded to milliseconds (no false precision on the wire)."""
@@ -70,6 +76,8 @@ class Caption:
         }
         if self.epoch:
             d["epoch"] = self.epoch
+        if self.words:
+            d["words"] = [w.as_dict() for w in self.words]
         return d
 
     def to_json(self) -> str:
@@ -94,11 +102,22 @@ class Caption:
                 committed_chars=int(d["committed_chars"]),
                 latency_ms=float(d["latency_ms"]),
                 epoch=str(d.get("epoch", "")),
+                words=_words_from(d.get("words", ())),
             )
         except KeyError as e:
             raise ValueError(f"caption is missing field {e.args[0]!r}") from None
         except TypeError as e:
             raise ValueError(f"caption has a field of the wrong type: {e}") from None
+
+
+def _words_from(items: Any) -> tuple[WordTiming, ...]:
+    """`words` of a wire caption (a list of ``{word, start, end, probability}``)."""
+    if not isinstance(items, (list, tuple)):
+        raise ValueError("caption words must be a list")
+    return tuple(
+        WordTiming(str(w["word"]), float(w["start"]), float(w["end"]), float(w["probability"]))
+        for w in items
+    )
 
 
 # --------------------------------------------------------------------------- log
@@ -169,6 +188,7 @@ class CaptionLog:
             committed_chars=event.committed_chars,
             latency_ms=event.latency_ms,
             epoch=self.epoch,
+            words=event.words,
         )
         if cap.type == "partial":
             self._partials[cap.segment] = cap

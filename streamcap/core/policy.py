@@ -11,8 +11,15 @@ How an utterance becomes captions:
   hypothesis the decoder drafts from.
 - Words on which `agreement` consecutive partials agree are *locked* (LocalAgreement): they are
   shown as stable (a partial's `committed_chars` counts its locked prefix) and, at a sentence
-  end or once `max_locked_chars` wait, emitted as a final for part of the utterance, so a long
-  monologue does not hold its text back until it ends.
+  end (`text.ends_sentence`: not after "Mr." or "e.g.") or once `max_locked_chars` wait,
+  emitted as a final for part of the utterance, so a long monologue does not hold its text
+  back until it ends. The window is then cut at the committed words' end (word times of the
+  partial that locked them), and the rest is decoded on its own audio: nothing is decoded
+  twice, or lost to an alignment of two decodes.
+- What a partial shows of its unlocked tail: the words the previous partial agreed on plus
+  `lead_words` more, less `holdback_words` at the end; words that only change case or
+  punctuation keep the form on screen (`keep_screen_form`). Measured on lf3: flicker 7.2 ->
+  2.8 at the same first-partial latency.
 - When the delivered audio stops (the segmenter holds silence back once it is longer than its
   tail) for `pause_final_s`, the window is closed at that point and decoded exactly, with the
   model's standard 30 s input: the same audio the final would get if the utterance ended there.
@@ -27,87 +34,38 @@ How an utterance becomes captions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.cuts import cut_after, timings_for
+from streamcap.core.display import keep_form
+from streamcap.core.policy_config import (
+    PARTIAL_CONTEXT_MARGIN_S,
+    PARTIAL_CONTEXT_MIN_S,
+    PolicyConfig,
+    RequestKind,
+)
 from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import (
-    SENTENCE_END,
-    GuardConfig,
     align_prefix,
     common_prefix,
+    ends_sentence,
     result_words,
 )
-from streamcap.decoding.options import DecodeResult
+from streamcap.decoding.options import DecodeResult, WordTiming
 
-# partial decodes run the encoder on the window's audio plus this margin, at least the minimum
-# (finals always get Whisper's standard 30 s input); the live pipeline and the benchmark share it
-PARTIAL_CONTEXT_MARGIN_S = 2.0
-PARTIAL_CONTEXT_MIN_S = 6.0
-RequestKind = Literal["partial", "final"]
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """Caption policy tuning (defaults measured with scripts/eval_stream.py, see the issue note).
-
-    - partial_interval_s: new audio between partial decodes of the open window.
-    - first_partial_s: audio a window needs before its first partial (None: the interval).
-    - pause_final_s: close and exactly decode the window once its audio has stopped growing
-      for this long (stream time, beyond the segmenter's tail of silence); None: only at
-      speech end.
-    - agreement: consecutive partials that must agree on words to lock them (0: never lock;
-      windows are then committed only when they close).
-    - lock_margin: words at the end of any of those partials that are not locked yet.
-    - commit_sentences / max_locked_chars: emit locked words as a final at a sentence end, or
-      when this many characters are locked but not emitted.
-    - holdback_words: unlocked words at the end of a partial that are not shown (the last word
-      of a window cut mid-speech is often unfinished); never hides a partial's only words.
-    - trim_partial_punct: drop the sentence punctuation Whisper puts after the last word of an
-      unfinished window (it usually disappears when the next words come).
-    - capitalize: start a caption with a capital letter when it starts a sentence (the stream's
-      first, or after a final that ends one); Whisper's case for a window's first word varies
-      from decode to decode, and partial and final then agree.
-    - prompt_chars: previous final text given to the decoder as prompt (0: none).
-    - guard: the hallucination guard (`text.GuardConfig`, the same rule offline).
-    - exact_finals: a closed window's final is its exact decode after the words already sent as
-      finals: locked words not yet sent are shown as stable in partials, but the exact decode
-      has the last word (where it only differs in case or punctuation, the shown form stays).
-      False: locked words are kept as they are.
-    - max_window_s: a window is closed at this length whatever happens (Whisper sees 30 s).
-    """
-
-    partial_interval_s: float = 1.0
-    first_partial_s: float | None = None
-    pause_final_s: float | None = 0.0
-    agreement: int = 2
-    lock_margin: int = 1
-    commit_sentences: bool = True
-    max_locked_chars: int = 84
-    holdback_words: int = 2
-    trim_partial_punct: bool = True
-    capitalize: bool = True
-    exact_finals: bool = True
-    prompt_chars: int = 0
-    guard: GuardConfig = field(default_factory=GuardConfig)
-    max_window_s: float = 29.5
-
-    def __post_init__(self) -> None:
-        if self.partial_interval_s <= 0:
-            raise ValueError("partial_interval_s must be positive")
-        if self.first_partial_s is not None and self.first_partial_s <= 0:
-            raise ValueError("first_partial_s must be positive")
-        if self.pause_final_s is not None and self.pause_final_s < 0:
-            raise ValueError("pause_final_s must be >= 0")
-        if self.agreement < 0 or self.agreement == 1:
-            raise ValueError("agreement must be 0 (off) or at least 2")
-        if self.max_locked_chars < 1 or self.holdback_words < 0 or self.prompt_chars < 0:
-            raise ValueError("max_locked_chars must be >= 1; holdback/prompt must be >= 0")
-        if not 0 < self.max_window_s <= 30.0:
-            raise ValueError("max_window_s must be in (0, 30]")
+__all__ = [
+    "PARTIAL_CONTEXT_MARGIN_S",
+    "PARTIAL_CONTEXT_MIN_S",
+    "CaptionPolicy",
+    "DecodeInputs",
+    "DecodeRequest",
+    "PolicyConfig",
+    "RequestKind",
+    "Step",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,6 +78,7 @@ class DecodeRequest:
     audio: np.ndarray
     start: float
     end: float
+    words: bool = False  # time its words (finals always; partials when commits cut)
 
 
 @dataclass(frozen=True)
@@ -151,6 +110,7 @@ class _Window:
     start: float  # stream seconds of its first sample
     segment: int  # caption segment its next caption belongs to
     seg_start: float  # stream seconds where that segment's text begins
+    utterance: int = 0  # the segmenter's utterance it belongs to (a split keeps it)
     chunks: list[np.ndarray] = field(default_factory=list)
     n: int = 0  # samples
     first_end: float = 0.0  # stream seconds where its first piece of audio ended
@@ -164,6 +124,7 @@ class _Window:
     locked_end: float = 0.0
     emitted: int = 0  # locked words already sent as finals
     shown: bool = False  # a partial of `segment` is on screen
+    screen: list[str] = field(default_factory=list)  # its words as shown
 
     @property
     def end(self) -> float:
@@ -191,6 +152,15 @@ class _Window:
         self.chunks = [self.audio()[:keep]]
         self.n = keep
 
+    def drop_before(self, t: float) -> None:
+        """Forget the audio before stream time `t` (committed): the window starts there."""
+        skip = max(0, min(self.n, round((t - self.start) * SAMPLE_RATE)))
+        self.chunks = [self.audio()[skip:]]
+        self.n -= skip
+        self.start += skip / SAMPLE_RATE
+        self.last_partial_n = max(0, self.last_partial_n - skip)
+        self.first_end = max(self.first_end, self.start)
+
 
 class CaptionPolicy:
     """Per-stream partial/final decisions and text stabilisation (see the module docstring).
@@ -213,6 +183,8 @@ class CaptionPolicy:
         self._done_until = 0.0  # stream seconds up to which audio has been finalised
         self._have_until = 0.0  # ... or is held by the open window (after a split)
         self._finals_text: list[str] = []
+        self._utterance = 0  # counts utterances the segmenter ended (not at a length split)
+        self._utterance_text: dict[int, list[str]] = {}  # finals of recent utterances
         self.in_speech = False
 
     # ------------------------------------------------------------------ inputs
@@ -242,6 +214,8 @@ class CaptionPolicy:
                     w.cut(event.end)
                     self._close(w, step)
             self._done_until = max(self._done_until, event.end)
+            if event.reason != "max_length":  # a split monologue goes on in its context
+                self._utterance += 1
         return step
 
     def on_tick(self, stream_time: float) -> Step:
@@ -287,7 +261,7 @@ class CaptionPolicy:
         w = self._window if self._window and self._window.id == request.window else None
         w = w or self._closed.get(request.window)
         hyp = w.hypothesis if w is not None else None
-        return DecodeInputs(self.prompt_text(), hyp)
+        return DecodeInputs(self.prompt_text(w.utterance if w is not None else None), hyp)
 
     # ------------------------------------------------------------------ queries
 
@@ -295,11 +269,15 @@ class CaptionPolicy:
     def committed_text(self) -> str:
         return " ".join(t for t in self._finals_text if t)
 
-    def prompt_text(self) -> str:
+    def prompt_text(self, utterance: int | None = None) -> str:
+        """The prompt for a decode of `utterance` (see `PolicyConfig.prompt_scope`)."""
         n = self.config.prompt_chars
         if n <= 0:
             return ""
         text = self.committed_text
+        if self.config.prompt_scope == "utterance":
+            said = self._utterance_text.get(utterance, []) if utterance is not None else []
+            text = " ".join(said)
         if len(text) <= n:
             return text
         cut = text[-n:]
@@ -309,10 +287,23 @@ class CaptionPolicy:
     # ------------------------------------------------------------------ internals
 
     def _request(self, kind: RequestKind, w: _Window) -> DecodeRequest:
-        req = DecodeRequest(self._next_id, kind, w.id, w.audio(), w.start, w.end)
+        words = kind == "final" or (self.config.cut_at_commits and self._may_commit(w))
+        req = DecodeRequest(self._next_id, kind, w.id, w.audio(), w.start, w.end, words)
         self._next_id += 1
         self._requests[req.id] = req
         return req
+
+    def _may_commit(self, w: _Window) -> bool:
+        """Whether the next partial of `w` may lock words to send as a final: the last one
+        had a sentence end or enough words past what is sent. Only such partials are aligned
+        (word times cost a decoder pass)."""
+        cfg = self.config
+        ahead = w.locked[w.emitted :] + (w.history[-1] if w.history else [])
+        if not ahead:
+            return False
+        if cfg.commit_sentences and any(ends_sentence(x) for x in ahead):
+            return True
+        return len(" ".join(ahead)) >= cfg.max_locked_chars
 
     def _on_audio(self, ev: SpeechAudio, step: Step) -> None:
         samples = ev.samples
@@ -328,7 +319,7 @@ class CaptionPolicy:
         if w is None:
             seg = self._next_segment
             self._next_segment += 1
-            w = _Window(self._next_window, start, seg, start)
+            w = _Window(self._next_window, start, seg, start, self._utterance)
             self._next_window += 1
             self._window = w
         w.append(samples)
@@ -374,15 +365,20 @@ class CaptionPolicy:
                     w.locked_end = w.history_end[0]
                     w.history = [h[n:] for h in w.history]
                     tail = tail[n:]
-        self._emit_locked(w, now, step)
+        self._emit_locked(w, now, step, req, words, timings_for(result, words))
         pending = w.locked[w.emitted :]
         shown = tail[: max(min(1, len(tail)), len(tail) - cfg.holdback_words)]
+        if cfg.lead_words is not None and len(w.history) >= 2 and w.screen:
+            agreed = common_prefix(w.history[-2], w.history[-1])
+            shown = shown[: agreed + cfg.lead_words]
         if shown and cfg.trim_partial_punct:
             last = shown[-1].rstrip(".,?!;:\u3002\uff1f\uff01\u2026")
             shown = shown[:-1] + [last] if last else shown[:-1]
         text = self._display(" ".join(pending + shown))
+        if cfg.keep_screen_form and w.screen and text:
+            text = " ".join(keep_form(w.screen, text.split()))
         if text or w.shown:
-            committed = len(" ".join(pending))
+            committed = len(" ".join(text.split()[: len(pending)]))
             step.captions.append(
                 CaptionEvent(
                     "partial", w.segment, text, w.seg_start, req.end, committed,
@@ -390,9 +386,22 @@ class CaptionPolicy:
                 )
             )  # fmt: skip
             w.shown = bool(text)
+            w.screen = text.split()
 
-    def _emit_locked(self, w: _Window, now: float, step: Step) -> None:
-        """Send locked words as a final at the last sentence end, or when too many wait."""
+    def _emit_locked(
+        self,
+        w: _Window,
+        now: float,
+        step: Step,
+        req: DecodeRequest,
+        words: list[str],
+        timings: list[WordTiming] | None,
+    ) -> None:
+        """Send locked words as a final at the last sentence end, or when too many wait.
+
+        `words` is the partial that locked them, `timings` its word times (or None): with
+        `cut_at_commits` the window is then cut between the last committed word and the next.
+        """
         cfg = self.config
         pending = w.locked[w.emitted :]
         if not pending:
@@ -400,51 +409,92 @@ class CaptionPolicy:
         cut = 0
         if cfg.commit_sentences:
             for i, word in enumerate(pending):
-                if word.endswith(SENTENCE_END):
+                if ends_sentence(word, pending[i + 1] if i + 1 < len(pending) else None):
                     cut = i + 1
         if cut == 0 and len(" ".join(pending)) >= cfg.max_locked_chars:
             cut = len(pending)
         if cut == 0:
             return
         text = " ".join(pending[:cut])
+        if cfg.keep_screen_form and w.screen:  # as the partials showed them
+            text = " ".join(keep_form(w.screen, pending[:cut]))
         end = w.locked_end  # no word times: the audio end of the partial that first had them
-        self._emit_final(w.segment, text, w.seg_start, end, now, step)
-        w.emitted += cut
+        boundary = None
+        committed: tuple[WordTiming, ...] = ()
+        if cfg.cut_at_commits and timings is not None:
+            j = align_prefix(w.locked[: w.emitted + cut], words)
+            if 0 < j <= len(timings):
+                boundary = cut_after(timings, j, req.end - req.start)
+                end = req.start + timings[j - 1].end
+                committed = tuple(t.shifted(req.start) for t in timings[:j])
+        self._emit_final(w, text, w.seg_start, end, now, step, committed)
+        if boundary is not None:  # the rest of the utterance is a window of its own
+            w.drop_before(req.start + boundary)
+            w.locked = w.locked[w.emitted + cut :]
+            w.emitted = 0
+            end = w.start
+        else:
+            w.emitted += cut
         w.segment = self._next_segment
         self._next_segment += 1
         w.seg_start = end
         w.shown = False
+        w.screen = []
 
     def _finalise(self, w: _Window, result: DecodeResult | None, now: float, step: Step) -> None:
         words = result_words(result, self.config.guard) if result is not None else []
         if self.config.exact_finals:  # the exact decode, after the words already sent
             rest = words[align_prefix(w.locked[: w.emitted], words) :]
             shown = w.locked[w.emitted :]
-            same = common_prefix(shown, rest)  # equal but for case and punctuation:
-            text = " ".join(shown[:same] + rest[same:])  # keep them as they were shown
+            if self.config.keep_screen_form and common_prefix(w.screen, shown) == len(shown):
+                shown = w.screen
+            text = " ".join(keep_form(shown, rest))  # keep words as they were shown
         else:  # locked words stand, the exact decode adds what follows them
             rest = words[align_prefix(w.locked, words) :] if words else []
             text = " ".join(w.locked[w.emitted :] + rest)
         if text or w.shown:  # an empty final clears a partial left on screen
-            self._emit_final(w.segment, text, w.seg_start, w.end, now, step)
+            timed = timings_for(result, words) if result is not None else None
+            spoken: tuple[WordTiming, ...] = ()
+            if timed and self.config.exact_finals:  # the times of `rest`, in stream time
+                spoken = tuple(t.shifted(w.start) for t in timed[len(words) - len(rest) :])
+            self._emit_final(w, text, w.seg_start, w.end, now, step, spoken)
 
     def _display(self, text: str) -> str:
         if not text or not self.config.capitalize:
             return text
         last = self._finals_text[-1] if self._finals_text else ""
-        if last and not last.endswith(SENTENCE_END):
+        if last and not ends_sentence(last.split()[-1]):
             return text
         return text[0].upper() + text[1:]
 
     def _emit_final(
-        self, segment: int, text: str, start: float, end: float, now: float, step: Step
+        self,
+        w: _Window,
+        text: str,
+        start: float,
+        end: float,
+        now: float,
+        step: Step,
+        words: tuple[WordTiming, ...] = (),
     ) -> None:
         text = self._display(text)
+        if words and len(words) == len(text.split()):  # the shown spelling, the decode's times
+            words = tuple(
+                WordTiming(shown, t.start, t.end, t.probability)
+                for shown, t in zip(text.split(), words, strict=True)
+            )
+        else:
+            words = ()
         step.captions.append(
-            CaptionEvent("final", segment, text, start, end, len(text), _latency_ms(now, end))
+            CaptionEvent(
+                "final", w.segment, text, start, end, len(text), _latency_ms(now, end), words
+            )
         )
         if text:
             self._finals_text.append(text)
+            self._utterance_text.setdefault(w.utterance, []).append(text)
+            for old in [u for u in self._utterance_text if u < w.utterance - 1]:
+                del self._utterance_text[old]
 
 
 def _latency_ms(now: float, end: float) -> float:

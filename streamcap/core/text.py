@@ -16,6 +16,53 @@ from streamcap.decoding.options import DecodeResult
 
 SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
 
+#: Words ending in "." that never end a sentence: titles before a name, Latin and reference
+#: abbreviations that always go on ("Mr." / "John Dashwood ..." was cut there).
+NEVER_ENDS = frozenset(
+    {
+        "mr", "mrs", "ms", "mx", "dr", "prof", "st", "mt", "ft", "sr", "jr", "gen", "gov",
+        "sen", "rep", "pres", "capt", "lt", "col", "sgt", "cmdr", "adm", "rev", "hon", "fr",
+        "messrs", "mme", "mlle", "e.g", "i.e", "cf", "vs", "viz", "approx", "no", "nos", "vol",
+        "fig", "figs", "ch", "sec", "pp", "p", "ca", "dept", "est", "op", "ref",
+    }
+)  # fmt: skip
+#: Words ending in "." that end a sentence only when the next word starts one ("in the U.S."
+#: ends, "U.S. troops" does not); unknown next word: not yet.
+MAYBE_ENDS = frozenset(
+    {"etc", "a.m", "p.m", "u.s", "u.k", "u.n", "e.u", "inc", "ltd", "co", "corp", "bros", "jan",
+     "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "al"}
+)  # fmt: skip
+_CLOSERS = "\"')]}\u201d\u2019\u00bb"
+
+
+def ends_sentence(word: str, next_word: str | None = None) -> bool:
+    """True when `word` ends a sentence (the one rule for commits and capitals).
+
+    "?", "!" and CJK stops always end one. A "." does not after a known abbreviation ("Mr.",
+    "e.g."), an initial ("J."), or a number ("3." may be the start of "3.5" in the next
+    decode); after an ambiguous abbreviation or a number it ends one when `next_word` is
+    known and starts with a capital letter. Closing quotes and brackets are looked through.
+    """
+    w = word.rstrip(_CLOSERS)
+    if not w.endswith(SENTENCE_END):
+        return False
+    if not w.endswith("."):
+        return True
+    stem = w.rstrip(".")
+    key = stem.lower().lstrip("\"'([{\u201c\u2018\u00ab")
+    if key in NEVER_ENDS or (len(key) == 1 and key.isalpha()):
+        return False
+    opening = next_word.lstrip(_CLOSERS + "\u201c\u2018\u00ab") if next_word else ""
+    capital_next = opening[:1].isupper()
+    if (
+        key in MAYBE_ENDS
+        or key.replace(",", "").isdigit()
+        or ("." in key and all(len(p) <= 2 for p in key.split(".")))
+    ):
+        return capital_next
+    return True
+
+
 #: What Whisper tends to write on silence or noise (normalised). Dropped only when the model
 #: itself also says "no speech" with some confidence: people do say these words.
 SILENCE_PHRASES = frozenset(

@@ -9,16 +9,21 @@ bit those of the transformers modules (``tests/test_lean.py`` checks it), with n
 - self-attention keys/values go into one buffer per layer sized for Whisper's 448 positions;
   a step writes its rows in place and cropping a rejected draft is moving a length;
 - the cross-attention keys/values of a window are computed once per window and kept as the
-  strided views the projection returns (no ``contiguous`` copy of 2 x 6 x 1500 x 512 floats).
+  strided views the projection returns (no ``contiguous`` copy of 2 x 6 x 1500 x 512 floats),
+  for as long as that encoder output lives: every decode of the window (a final's decode, then
+  its word-timing pass, `decoding.alignment`) shares them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
 from torch.nn import functional as F
+
+_Cross = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values (1, H, T, d)
 
 
 class LeanCache:
@@ -29,7 +34,7 @@ class LeanCache:
         self.keys = torch.empty(shape, dtype=like.dtype, device=like.device)
         self.values = torch.empty(shape, dtype=like.dtype, device=like.device)
         self.length = 0
-        self.cross: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.cross: _Cross | None = None
         self.cross_of: torch.Tensor | None = None  # the encoder output ``cross`` was made from
 
     def get_seq_length(self) -> int:
@@ -38,6 +43,33 @@ class LeanCache:
     def crop(self, n: int) -> None:
         """Keep the first ``n`` positions, or drop ``-n`` positions when ``n`` is negative."""
         self.length = max(0, self.length + n) if n < 0 else min(self.length, n)
+
+
+class CrossCapture:
+    """Cross-attention logits (pre-softmax, fp32) of chosen heads, kept during one forward.
+
+    Word timing (`decoding.alignment`) needs a few heads' attention over the audio's positions
+    only, softmaxed there: so the logits ``q . k`` of those heads, rows ``first_row:`` and the
+    first ``frames`` encoder positions, are computed on the side (a few small matmuls) while
+    the layer itself still runs its fused attention, its hidden states unchanged.
+    """
+
+    def __init__(self, heads: Mapping[int, Sequence[int]], frames: int, first_row: int = 0):
+        self.heads = {int(layer): [int(h) for h in hs] for layer, hs in heads.items() if hs}
+        self.frames = frames
+        self.first_row = first_row
+        self.logits: dict[int, torch.Tensor] = {}  # layer -> (len(heads), rows, frames)
+
+    def take(self, layer: int, q: torch.Tensor, k: torch.Tensor) -> None:
+        """Keep the chosen heads of ``q`` (1, H, n, d; already scaled) against ``k``."""
+        hs = self.heads[layer]
+        qh = q[0, hs, self.first_row :].float()
+        kh = k[0, hs, : self.frames].float()
+        self.logits[layer] = qh @ kh.transpose(-1, -2)
+
+    def stacked(self) -> torch.Tensor:
+        """Every kept head, in layer then head order: (heads, rows, frames)."""
+        return torch.cat([self.logits[layer] for layer in sorted(self.logits)])
 
 
 def supports(decoder: Any) -> bool:
@@ -113,29 +145,47 @@ class LeanDecoder:
         self._embed = decoder.embed_tokens.weight
         self._positions = decoder.embed_positions.weight
         self._final_ln = _ln(decoder.layer_norm)
+        #: cross-attention keys/values per live encoder output (id -> (weak ref, keys/values))
+        self._windows: dict[int, tuple[weakref.ref[torch.Tensor], _Cross]] = {}
 
     @torch.inference_mode()
     def new_cache(self) -> LeanCache:
         return LeanCache(len(self.layers), self.heads, self.head_dim, self.max_len, self._embed)
 
-    def _cross(
-        self, cache: LeanCache, enc: torch.Tensor
-    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _cross(self, cache: LeanCache, enc: torch.Tensor) -> _Cross:
         if cache.cross is None or cache.cross_of is not enc:
-            shape = (enc.shape[0], -1, self.heads, self.head_dim)
-            cache.cross = [
-                (
-                    layer.encoder_attn.k_proj(enc).view(shape).transpose(1, 2),
-                    layer.encoder_attn.v_proj(enc).view(shape).transpose(1, 2),
-                )
-                for layer in self.layers
-            ]
+            kept = self._windows.get(id(enc))
+            if kept is not None and kept[0]() is enc:
+                cache.cross = kept[1]
+            else:
+                shape = (enc.shape[0], -1, self.heads, self.head_dim)
+                cache.cross = [
+                    (
+                        layer.encoder_attn.k_proj(enc).view(shape).transpose(1, 2),
+                        layer.encoder_attn.v_proj(enc).view(shape).transpose(1, 2),
+                    )
+                    for layer in self.layers
+                ]
+                key, windows = id(enc), self._windows
+
+                def forget(_: weakref.ref[torch.Tensor]) -> None:
+                    windows.pop(key, None)
+
+                # forgotten when the encoder output is freed (the keys/values hold no ref to it)
+                windows[key] = (weakref.ref(enc, forget), cache.cross)
             cache.cross_of = enc
         return cache.cross
 
     @torch.inference_mode()
-    def forward(self, tokens: Sequence[int], cache: LeanCache, enc: torch.Tensor) -> torch.Tensor:
-        """Hidden states (after the final layer norm) of ``tokens`` appended to the cache."""
+    def forward(
+        self,
+        tokens: Sequence[int],
+        cache: LeanCache,
+        enc: torch.Tensor,
+        capture: CrossCapture | None = None,
+    ) -> torch.Tensor:
+        """Hidden states (after the final layer norm) of ``tokens`` appended to the cache;
+        ``capture`` also keeps chosen heads' cross-attention logits (same hidden states)."""
         n = len(tokens)
         start = cache.length
         end = start + n
@@ -175,6 +225,8 @@ class LeanDecoder:
             h = layer_norm(x, *p.ln2)
             q = (linear(h, *p.xq) * p.xscaling).view(shape).transpose(1, 2).contiguous()
             k, v = cross[i]
+            if capture is not None and i in capture.heads:
+                capture.take(i, q, k)
             o = sdpa(q, k, v, dropout_p=0.0, scale=1.0)
             x = x + linear(o.transpose(1, 2).reshape(1, n, -1), *p.xo)
 

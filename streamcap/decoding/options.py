@@ -63,8 +63,36 @@ class DecodeStats:
 
 
 @dataclass(frozen=True)
+class WordTiming:
+    """One word of a decode with its time in the window (seconds from the window's first
+    sample) and the mean probability of its tokens; ``word`` keeps its leading space, as the
+    tokens spell it, so the words of a result joined are its text (`decoding.alignment`)."""
+
+    word: str
+    start: float
+    end: float
+    probability: float
+
+    def shifted(self, seconds: float) -> WordTiming:
+        """The same word ``seconds`` later (a window's times made a file's or a stream's)."""
+        return WordTiming(self.word, self.start + seconds, self.end + seconds, self.probability)
+
+    def as_dict(self) -> dict[str, str | float]:
+        """The wire form (DESIGN.md: ``{word, start, end, probability}``), seconds to the ms."""
+        return {
+            "word": self.word,
+            "start": round(self.start, 3),
+            "end": round(self.end, 3),
+            "probability": round(self.probability, 4),
+        }
+
+
+@dataclass(frozen=True)
 class DecodeResult:
-    """One decoded window: text tokens only (no prefix, no end-of-text)."""
+    """One decoded window: text tokens only (no prefix, no end-of-text).
+
+    ``words`` is empty unless the decode was aligned (`Engine.align`): the tokens never change.
+    """
 
     tokens: tuple[int, ...]
     text: str
@@ -73,3 +101,4 @@ class DecodeResult:
     avg_logprob: float | None
     stopped_by: str  # "eot", "max_tokens", "loop"
     stats: DecodeStats = field(default_factory=DecodeStats)
+    words: tuple[WordTiming, ...] = ()

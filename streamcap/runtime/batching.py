@@ -9,6 +9,9 @@ What may be batched, and why (issue 10):
   goes through the encoder alone, since a batched encoder output differs in the last bits and
   its tokens must be exactly `generate`'s on that window.
 
+Word times (`DecodeJob.word_timestamps`, finals) are one alignment pass per job after the
+batch, its time added to that job's compute time.
+
 The worker picks the jobs (finals first, never mixed with partials, so a final never waits for
 a partial's encoder) and the batch size (`costs.CostModel`); this module runs them and reports
 one `JobOutcome` per job, with the batch's time shared out, and feeds the measured costs back.
@@ -27,7 +30,7 @@ from streamcap.decoding.batched import BatchedDecoder
 from streamcap.decoding.batched_encode import context_positions, encode_windows
 from streamcap.decoding.options import DecodingOptions
 from streamcap.runtime.costs import CostModel
-from streamcap.runtime.engine import Encoded, Engine
+from streamcap.runtime.engine import Encoded, Engine, with_words
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 
 __all__ = ["BatchRunner", "can_batch"]
@@ -120,5 +123,9 @@ class BatchRunner:
             # the batch's decoder time, shared by forward passes
             out.compute_s = enc_seconds[i] + decode_s * passes[i] / max(1, sum(passes))
             out.context_s = enc.enc.shape[1] / ENCODER_POSITIONS_PER_S
+            if jobs[i].word_timestamps:  # one pass per job, after the batch: its own time
+                t1 = time.perf_counter()
+                out.result = with_words(engine, enc, prepared[i][0], out.result)
+                out.compute_s += time.perf_counter() - t1
             out.batch = len(jobs)
             out.rechecked = row.counters.rechecked

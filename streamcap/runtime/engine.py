@@ -7,6 +7,7 @@ loop, and an assistant's decoder step (plus its own front end unless it shares t
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from streamcap.core.constants import (
     SAMPLE_RATE,
     WINDOW_S,
 )
+from streamcap.decoding.alignment import Aligner
 from streamcap.decoding.assistant import AssistantDecoder, same_encoder, same_tokenizer
 from streamcap.decoding.drafters import Drafter, HypothesisDrafter, ModelDrafter, NoDrafter
 from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
@@ -32,6 +34,8 @@ from streamcap.decoding.speculative import SpeculativeDecoder
 from streamcap.decoding.step import DecoderStep
 from streamcap.models.loader import LoadedModel, Placement, choose_placement, load_model
 from streamcap.models.registry import DEFAULT_MODEL
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Engine:
         self.decoder = SpeculativeDecoder(self.main.model, self.main.processor, device, dtype)
         self.assistant: AssistantDecoder | None = None
         self.assistant_model: Any = None
+        self._aligner: Aligner | None = None  # made at the first `align`
         if assistant:
             loaded = load_model(assistant, self.placement)
             a_spec = WhisperSpec(loaded.model, loaded.processor)
@@ -151,6 +156,28 @@ class Engine:
         stats = replace(result.stats, encoder_s=encoded.encoder_s)
         return replace(result, stats=stats)
 
+    def align(
+        self, encoded: Encoded, options: DecodingOptions, result: DecodeResult
+    ) -> DecodeResult:
+        """``result`` (a decode of ``encoded`` with ``options``) with its ``words`` timed.
+
+        One more decoder pass over the decode's own forced prefix (prompt included) and its
+        tokens, following the model's alignment heads (`decoding.alignment`); the tokens and
+        every other field are untouched. Times are seconds from the window's first sample.
+        """
+        if not result.tokens:
+            return result
+        if self._aligner is None:
+            self._aligner = Aligner(self.main.model, self.decoder.step, self.spec)
+        spec = self.spec
+        language = result.language or options.language
+        token = spec.language_id(language) if spec.multilingual and language else None
+        prefix = spec.prefix(token, options)
+        words = self._aligner.align(
+            encoded.enc, prefix, result.tokens, encoded.duration_s, language, encoded.features
+        )
+        return replace(result, words=words)
+
     def transcribe(
         self,
         audio: npt.NDArray[np.float32],
@@ -174,6 +201,18 @@ def _as_causal_lm(model: Any) -> Any:
     causal.proj_out = model.proj_out
     causal.generation_config = model.generation_config
     return causal.eval()
+
+
+def with_words(
+    engine: Engine, encoded: Encoded, options: DecodingOptions, result: DecodeResult
+) -> DecodeResult:
+    """`Engine.align`, or ``result`` without words if aligning fails (logged): the words are
+    an extra, and a final's text must never be lost for them."""
+    try:
+        return engine.align(encoded, options, result)
+    except Exception:
+        log.exception("word timing failed; the result keeps its text without words")
+        return result
 
 
 def options_for(engine: Engine, language: str | None, task: str) -> DecodingOptions:

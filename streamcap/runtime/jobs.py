@@ -44,6 +44,8 @@ class DecodeJob:
     ``prepare`` (called on the worker thread when the job starts) returns the options and the
     hypothesis to draft from, so they reflect results delivered just before. ``on_done`` is
     called on the worker thread (or the stepping thread) with the outcome, also for drops.
+    ``word_timestamps`` fills the result's ``words`` after the decode, its time counted in the
+    job's compute time.
     """
 
     stream: str
@@ -55,6 +57,7 @@ class DecodeJob:
     hypothesis: Sequence[int] | None = None
     prepare: Callable[[], tuple[DecodingOptions, Sequence[int] | None]] | None = None
     context_s: float | None = None  # encoder context for a partial; None: standard 30 s
+    word_timestamps: bool = False  # time the result's words (`Engine.align`; finals)
     clock: Clock | None = None
     tag: Any = None  # the submitter's own reference (e.g. its request)
     id: int = 0

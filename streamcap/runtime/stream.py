@@ -67,6 +67,9 @@ class LiveConfig:
     - partial_context_margin_s: partials run the encoder on the window's audio plus this margin
       (seconds) instead of the standard 30 s; None: partials use the standard input too.
     - partial_context_min_s: the shortest encoder context a partial gets.
+    - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
+      more decoder pass, 5-9 % of a final's cost): every final, and the partials that may
+      commit words (the policy cuts the window at their end).
     """
 
     language: str | None = None
@@ -76,6 +79,7 @@ class LiveConfig:
     lock_language: bool = True
     partial_context_margin_s: float | None = PARTIAL_CONTEXT_MARGIN_S
     partial_context_min_s: float = PARTIAL_CONTEXT_MIN_S
+    word_timestamps: bool = True
 
     def __post_init__(self) -> None:
         if self.task not in ("transcribe", "translate"):
@@ -253,6 +257,7 @@ class LiveStream:
             on_done=self._on_done,
             prepare=lambda: self._prepare(req),
             context_s=context,
+            word_timestamps=req.words and self.config.word_timestamps,
             clock=self.clock,
             tag=req,
         )

@@ -5,6 +5,8 @@ yields each final as soon as its utterance is decoded, so a caller can print it 
 to its files at once: an interrupted run keeps everything done so far. Each utterance goes
 through the same engine and the same hallucination guard as live captions; finals are
 ``Caption`` events, so every writer (SRT, WebVTT, JSONL, TXT) and the terminal share one path.
+Each final carries its words' times in the file (``Caption.words``, ``word_timestamps``): JSONL
+writes them, SRT and WebVTT time the cues of a long final by them.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from streamcap.core.segmenter import (
 )
 from streamcap.core.text import GuardConfig, is_hallucination
 from streamcap.decoding.options import DecodeStats, DecodingOptions
-from streamcap.runtime.engine import Engine
+from streamcap.runtime.engine import Engine, with_words
 
 #: Longest audio one decode takes (Whisper's window).
 _WINDOW = 30 * SAMPLE_RATE
@@ -46,6 +48,7 @@ class TranscribeOptions:
     segmenter: SegmenterConfig = SegmenterConfig()
     condition_on_previous: bool = False  # feed the previous utterance's text as a prompt
     guard: GuardConfig = GuardConfig()
+    word_timestamps: bool = True  # time each final's words (one more decoder pass each)
 
 
 class _Utterances:
@@ -116,7 +119,10 @@ class Transcription:
             decoding = opts.decoding
             if opts.condition_on_previous and self._previous:
                 decoding = replace(decoding, prompt_ids=self._previous)
-            result = self.engine.transcribe(window, decoding)
+            encoded = self.engine.encode(window)
+            result = self.engine.decode(encoded, decoding)
+            if opts.word_timestamps:
+                result = with_words(self.engine, encoded, decoding, result)
             self.stats = self.stats + result.stats
             text = result.text.strip()
             if not text or is_hallucination(result, opts.guard):
@@ -125,7 +131,8 @@ class Transcription:
             start = utt.start + offset / SAMPLE_RATE
             end = min(utt.end, start + len(window) / SAMPLE_RATE)
             # Each offline final stands alone: it commits exactly its own text.
-            event = CaptionEvent("final", segment, text, start, end, len(text), 0.0)
+            words = tuple(w.shifted(start) for w in result.words)  # the file's times
+            event = CaptionEvent("final", segment, text, start, end, len(text), 0.0, words=words)
             yield self._log.add(event)
 
 

@@ -55,7 +55,7 @@ from streamcap.runtime.accounts import WorkerAccounts
 from streamcap.runtime.batching import BatchRunner, can_batch
 from streamcap.runtime.clock import Measurement
 from streamcap.runtime.costs import CostModel, CostModelConfig
-from streamcap.runtime.engine import Encoded, Engine
+from streamcap.runtime.engine import Encoded, Engine, with_words
 from streamcap.runtime.jobs import (
     DecodeJob,
     JobKind,
@@ -362,6 +362,8 @@ class InferenceWorker:
             t0 = time.perf_counter()
             encoded = encode_window(self.engine, job.audio, job.context_s)
             result = self.engine.decode(encoded, options, hypothesis=hypothesis)
+            if job.word_timestamps:
+                result = with_words(self.engine, encoded, options, result)
             wall = time.perf_counter() - t0
         outcome.result = result
         self.costs.observe_encode(encoded.enc.shape[1], 1, encoded.encoder_s)
