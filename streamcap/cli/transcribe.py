@@ -11,7 +11,9 @@ file through the live pipeline instead (`streamcap.cli.live`).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -158,15 +160,22 @@ def _transcribe_one(
 
     count = 0
     interrupted = False
-    with Writers(outputs) as writers, _progress(Path(path).name, duration) as progress:
+    with (
+        Writers(outputs) as writers,
+        _progress(Path(path).name, duration) as progress,
+        _ctrl_c() as stop,
+    ):
         job = Transcription(engine, path, opts, on_progress=progress)
         try:
             for caption in job:
                 writers.write(caption)  # the files first: they are what an interrupt keeps
                 print(_line(caption, args.timestamps), flush=True)
                 count += 1
+                if stop.is_set():
+                    raise KeyboardInterrupt
         except KeyboardInterrupt:
             interrupted = True
+        interrupted = interrupted or stop.is_set()
     if interrupted:  # the files are closed, each valid with every caption so far
         kept = f"; {', '.join(map(str, outputs))} keep them" if outputs else ""
         say(f"\n{PROG}: interrupted after {count} caption(s) of {path}{kept}")
@@ -176,6 +185,28 @@ def _transcribe_one(
     if args.verbose:
         say(f"stats: {job.stats.as_dict()}")
     return 0
+
+
+@contextmanager
+def _ctrl_c() -> Iterator[threading.Event]:
+    """The first Ctrl-C asks to stop after the caption being decoded (a flag, so no library
+    code between two captions can swallow it: a KeyboardInterrupt raised inside a callback
+    that C code runs is only printed, and the run went on to the end); a second one
+    interrupts at once. Outside the main thread (tests, embedding): no handler."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, previous)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _line(caption: Caption, timestamps: bool) -> str:
