@@ -161,6 +161,7 @@ def run_stream(
         "events": events,
         "decodes": decodes,
         "worker": stats,
+        "early_finals": stream.early_finals,
         "feed_s": feed_s,
         "wall_s": wall,
         "compute_s": float(stats["compute_s"]) + feed_s,
@@ -550,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         load_average_at_start=load0,
         normalizer=norm_name,
         worker=run["worker"],
+        early_finals=run["early_finals"],
         config=_config_dict(config),
         segments=metrics["segments"],
         decodes=[_decode_row(job, o) for job, o in run["decodes"]],
@@ -569,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("final_latency_p50", "final_latency_p95", "first_partial_latency_p50",
             "first_partial_latency_p95", "stream_wer", "offline_wer", "flicker", "rtf",
             "offline_rtf", "hallucinated_words_per_min", "speculative_identical",
-            "missed_segments")  # fmt: skip
+            "missed_segments", "early_finals")  # fmt: skip
     print(json.dumps({k: out.get(k) for k in keys}, default=_json_default))
     print(f"wrote {args.json} and {png}", file=sys.stderr)
     return 0

@@ -295,7 +295,8 @@ class CaptionWriter:
 
 
 class SrtWriter(CaptionWriter):
-    """SubRip: numbered cues, `HH:MM:SS,mmm` times, blank line between cues."""
+    """SubRip: numbered cues, `HH:MM:SS,mmm` times, blank line between cues; "Name: " leads
+    a cue when the caption says who spoke."""
 
     def __init__(self, target: TextIO | str | os.PathLike[str]) -> None:
         self._index = 0
@@ -306,6 +307,8 @@ class SrtWriter(CaptionWriter):
         for t0, t1, lines in _cues(caption):
             self._index += 1
             body = "\n".join(lines)
+            if caption.speaker:  # SRT has no voice markup: the name leads the cue
+                body = f"{caption.speaker}: {body}"
             parts.append(
                 f"{self._index}\n{format_srt_time(t0)} --> {format_srt_time(t1)}\n{body}\n\n"
             )
@@ -313,7 +316,8 @@ class SrtWriter(CaptionWriter):
 
 
 class VttWriter(CaptionWriter):
-    """WebVTT: `WEBVTT` header, `HH:MM:SS.mmm` times, text escaped for cue payloads."""
+    """WebVTT: `WEBVTT` header, `HH:MM:SS.mmm` times, text escaped for cue payloads, a
+    ``<v Name>`` voice span when the caption says who spoke."""
 
     def _begin(self) -> None:
         self._file.write("WEBVTT\n\n")
@@ -323,6 +327,8 @@ class VttWriter(CaptionWriter):
         parts = []
         for t0, t1, lines in _cues(caption):
             body = "\n".join(_vtt_escape(x) for x in lines)
+            if caption.speaker:  # a voice span: players show or style the name
+                body = f"<v {_vtt_escape(caption.speaker)}>{body}"
             parts.append(f"{format_vtt_time(t0)} --> {format_vtt_time(t1)}\n{body}\n\n")
         return "".join(parts)
 
@@ -344,10 +350,12 @@ class JsonlWriter(CaptionWriter):
 
 
 class TxtWriter(CaptionWriter):
-    """Plain transcript: one final per line, whitespace normalised."""
+    """Plain transcript: one final per line, whitespace normalised, "Name: " first when the
+    caption says who spoke."""
 
     def _format(self, caption: Caption) -> str:
-        return " ".join(caption.text.split()) + "\n"
+        text = " ".join(caption.text.split())
+        return f"{caption.speaker}: {text}\n" if caption.speaker else text + "\n"
 
 
 _WRITERS: dict[str, type[CaptionWriter]] = {

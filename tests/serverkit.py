@@ -104,8 +104,10 @@ class Collector:
         self._stop.set()
 
 
-def run_publish(srv: ServerThread, stream: str, audio: np.ndarray, **kw: Any) -> float:
-    url = ws_url(base(srv), "ingest", stream, token=PUB)
+def run_publish(
+    srv: ServerThread, stream: str, audio: np.ndarray, speaker: str | None = None, **kw: Any
+) -> float:
+    url = ws_url(base(srv), "ingest", stream, token=PUB, speaker=speaker)
     return asyncio.run(publish(url, audio, SR, **kw))
 
 
@@ -124,8 +126,14 @@ def expect_close(ws: ClientConnection, code: int) -> dict[str, Any] | None:
     return error
 
 
-def ingest(srv: ServerThread, stream: str = "bad", token: str | None = PUB, **kw: Any) -> Any:
-    return connect(ws_url(base(srv), "ingest", stream, token=token), **kw)
+def ingest(
+    srv: ServerThread,
+    stream: str = "bad",
+    token: str | None = PUB,
+    speaker: str | None = None,
+    **kw: Any,
+) -> Any:
+    return connect(ws_url(base(srv), "ingest", stream, token=token, speaker=speaker), **kw)
 
 
 START = {"type": "start", "sample_rate": SR, "format": "pcm_s16le", "channels": 1}

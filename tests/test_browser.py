@@ -33,7 +33,8 @@ def server(engine: Any) -> Iterator[ServerThread]:
 
     worker = InferenceWorker(engine).start()
     try:
-        config = ServerConfig(port=0, publish_token="pub", view_token="view")
+        # admission off: two publishers at once (the room test) exceed this CPU's capacity
+        config = ServerConfig(port=0, publish_token="pub", view_token="view", admission=False)
         with ServerThread(config, worker) as srv:
             yield srv
     finally:
@@ -85,7 +86,7 @@ def test_mic_page_feeds_server_and_overlay_shows_words(
     overlay.goto(server.url("/overlay?stream=browser&token=view&lines=3&size=36&bg=000000aa"))
     mic = browser.new_page()
     mic.on("pageerror", lambda e: errors.append(f"mic: {e}"))
-    mic.goto(server.url("/?stream=browser&token=pub&view_token=view"))
+    mic.goto(server.url("/?stream=browser&token=pub&view_token=view&speaker=Zoe"))
     expect(mic.locator("#overlay-link")).to_contain_text("/overlay?stream=browser&token=view")
     mic.click("#start")  # a real click: the AudioContext may start without autoplay flags
     expect(mic.locator("body")).to_have_attribute("data-state", "live", timeout=30_000)
@@ -93,6 +94,7 @@ def test_mic_page_feeds_server_and_overlay_shows_words(
     # The whole clip: the second sentence comes after a pause and ends the audio.
     words = re.compile(r"fellow\s+americans.*you\s+can\s+do\s+for\s+your\s+country", re.I | re.S)
     expect(overlay.locator("#box")).to_contain_text(words, timeout=90_000)
+    expect(mic.locator("#captions")).to_contain_text("Zoe: ", timeout=30_000)  # its name field
     expect(mic.locator("#captions")).to_contain_text(words, timeout=30_000)
     # Only whole words on a line, never more lines than asked for.
     lines = overlay.locator("#box .line")
@@ -112,6 +114,51 @@ def test_mic_page_feeds_server_and_overlay_shows_words(
     entry = server.server.hub.get("browser") if server.server else None
     assert entry is not None and not entry.publishing
     assert words.search(" ".join(c.text for c in entry.log.finals()))
+    assert {c.speaker for c in entry.log.finals()} == {"Zoe"}
+
+
+def test_overlay_names_the_speakers_of_a_room(
+    server: ServerThread, browser: Any, speech: dict, tmp_path: Path
+) -> None:
+    """Two publishers in one room, Python clients on loopback; the overlay in chromium puts
+    each one's name, in its own colour, before their words."""
+    import asyncio
+    import threading
+
+    from playwright.sync_api import expect
+
+    from streamcap.server.client import publish, ws_url
+
+    errors: list[str] = []
+    overlay = browser.new_page()
+    overlay.on("pageerror", lambda e: errors.append(str(e)))
+    overlay.goto(server.url("/overlay?stream=room&token=view&lines=4&size=30&bg=000000aa"))
+    root = server.url("", websocket=True)
+    gap = np.zeros(16000, np.float32)
+    ana = np.concatenate([gap, speech["en_real_forever"], gap, gap, gap, gap, gap])
+    ben = np.concatenate([gap, gap, gap, gap, gap, speech["en_real_goforward"], gap])
+
+    def run(name: str, audio: np.ndarray) -> None:
+        url = ws_url(root, "ingest", "room", token="pub", speaker=name)
+        asyncio.run(publish(url, audio, 16000))
+
+    threads = [threading.Thread(target=run, args=a) for a in (("Ana", ana), ("Ben", ben))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    box = overlay.locator("#box")
+    expect(box).to_contain_text(re.compile(r"Ana:.*forever.*Ben:.*go forward", re.I | re.S),
+                                timeout=60_000)  # fmt: skip
+    names = overlay.locator("#box .speaker")
+    expect(names).to_have_text(["Ana:", "Ben:"])
+    colours = names.evaluate_all("els => els.map(e => getComputedStyle(e).color)")
+    assert len(set(colours)) == 2, colours
+    shot = tmp_path / "room.png"
+    overlay.screenshot(path=str(shot), omit_background=True)
+    OUT.mkdir(exist_ok=True)
+    shutil.copyfile(shot, OUT / "overlay-room.png")
+    assert not errors, errors
 
 
 def test_overlay_and_mic_page_say_which_token_was_refused(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -387,3 +388,29 @@ def test_a_finals_words_go_on_the_wire_and_come_back() -> None:
     assert [w.start for w in ev.shifted(3, 10.0).words] == [10.5, 10.9]
     log = CaptionLog("s1")
     assert log.add(ev).words == words
+
+
+def test_who_spoke_goes_into_every_format() -> None:
+    """A room's captions name their speaker: JSONL has the field, WebVTT a voice span that a
+    WebVTT parser reads back, SRT and TXT lead with "Name: " (parsed back by `srt`)."""
+    import html
+
+    import srt
+    import webvtt
+
+    ana = dataclasses.replace(cap(text="Hello there.", start=0.0, end=1.0), speaker="Ana")
+    ben = dataclasses.replace(cap(text="Hi Ana, <b> & all.", start=1.0, end=2.0), speaker="Ben")
+    anon = cap(text="Nobody said it.", start=2.0, end=3.0)
+    events = [ana, ben, anon]
+    vtt = list(webvtt.from_buffer(io.StringIO(render_vtt(events))))
+    assert [(c.voice, html.unescape(c.text)) for c in vtt] == [  # escaped markup comes back
+        ("Ana", "Hello there."), ("Ben", "Hi Ana, <b> & all."), (None, "Nobody said it.")
+    ]  # fmt: skip
+    subs = list(srt.parse(render_srt(events)))
+    assert [s.content for s in subs] == ["Ana: Hello there.", "Ben: Hi Ana, <b> & all.",
+                                         "Nobody said it."]  # fmt: skip
+    buf = io.StringIO()
+    TxtWriter(buf).write_all(events)
+    assert buf.getvalue().splitlines()[:2] == ["Ana: Hello there.", "Ben: Hi Ana, <b> & all."]
+    assert ana.to_dict()["speaker"] == "Ana" and "speaker" not in anon.to_dict()
+    assert Caption.from_dict(ben.to_dict()).to_dict() == ben.to_dict()

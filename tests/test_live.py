@@ -66,7 +66,11 @@ def collect(stream: LiveStream) -> list[tuple[float, Caption]]:
 
 
 @pytest.mark.model
-def test_file_on_the_simulated_clock_gives_exact_finals(engine) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("early", "prompt"),
+    [("auto", ""), ("on", ""), ("auto", "Kennedy's inaugural address. Americans, Mary, barrel.")],
+)  # early "auto" is off here (a base final costs ~1 s); a prompt must reach both decoders
+def test_file_on_the_simulated_clock_gives_exact_finals(engine, early: str, prompt: str) -> None:  # type: ignore[no-untyped-def]
     from streamcap.decoding.reference import reference_decode
 
     jfk = load_audio(DATA / "en_real_jfk.wav")
@@ -76,7 +80,8 @@ def test_file_on_the_simulated_clock_gives_exact_finals(engine) -> None:  # type
     audio = np.concatenate([jfk, gap, mary, gap, noise])
     mary_end = (len(jfk) + len(gap) + len(mary)) / SR
     worker = InferenceWorker(engine)
-    stream = LiveStream("t", worker, None, LiveConfig(language="en"), SimulatedClock())
+    config = LiveConfig(language="en", early_finals=early, prompt=prompt)  # type: ignore[arg-type]
+    stream = LiveStream("t", worker, None, config, SimulatedClock())
     events = collect(stream)
     decodes: list[tuple[DecodeJob, JobOutcome]] = []
     stream.decode_observer = lambda job, out: decodes.append((job, out))
@@ -104,11 +109,15 @@ def test_file_on_the_simulated_clock_gives_exact_finals(engine) -> None:  # type
     assert final_jobs
     for job, out in final_jobs:
         assert out.options is not None and out.result is not None
+        assert out.options.prompt_ids == (engine.text_to_ids(prompt) if prompt else ())
         enc = engine.encode(job.audio)
         ref, _ = reference_decode(engine.decoder, enc.enc, out.options, enc.duration_s)
         assert tuple(ref) == out.result.tokens
     stats = stream.stats()
     assert stats.finals == len(final_jobs) and stats.decode.accepted > 0
+    if early == "on":  # finals started at pause onset were used (voided ones ran too)
+        assert stream.early_finals["used"] >= 2
+        assert stream.early_finals["started"] <= len(final_jobs)
 
 
 @pytest.mark.model

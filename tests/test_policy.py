@@ -605,3 +605,74 @@ def test_keep_form_and_cut_after_rules() -> None:
     r = replace(result("a b"), words=tuple(t))
     assert timings_for(r, ["a", "b"]) == t and timings_for(r, ["a", "c"]) is None
     assert timings_for(result("a b"), ["a"]) is None  # not aligned
+
+
+# --------------------------------------------------------------------------- early finals
+
+
+def chunk(t0: float, t1: float, silent: float = 0.0) -> SpeechAudio:
+    """Audio from t0 to t1 whose last `silent` seconds are unvoiced (as the segmenter says)."""
+    return SpeechAudio(np.zeros(round((t1 - t0) * SR), np.float32), t0, t1, silent)
+
+
+@pytest.mark.parametrize("cost", [0.05, 0.3])  # the early final is done before / after the pause
+def test_an_early_final_at_pause_onset_is_the_windows_final(cost: float) -> None:
+    words = script("good morning everyone", 0.0, 0.4)
+    cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=0.0, agreement=0, early_final_s=0.12)
+    d = Driver(cfg, FakeDecoder(words), cost=cost)
+    d.events([SpeechStart(0.0)], 0.0)
+    for t, evs in audio_events(0.0, 1.2):
+        d.events(evs, t)
+    n_before = len(d.requests)
+    d.events([chunk(1.2, 1.35, silent=0.15)], 1.35)  # a pause begins: its final starts now
+    early = d.requests[-1]
+    assert len(d.requests) == n_before + 1 and early.kind == "final"
+    assert early.end == pytest.approx(1.35)
+    d.events([chunk(1.35, 1.41, silent=0.06)], 1.41)  # the rest of the segmenter's tail
+    d.events([], 1.5)  # the pause is confirmed
+    d.events([SpeechEnd(0.0, 1.41, "silence")], 1.8)
+    d.drain()
+    assert [r for r in d.requests[n_before:]] == [early]  # no partial, no second final
+    finals = d.finals()
+    assert [c.text for c in finals] == ["Good morning everyone"]
+    assert finals[0].end == pytest.approx(1.35)  # the window was cut where its decode ended
+    assert d.policy.early_finals == {"started": 1, "used": 1, "voided": 0}
+
+
+def test_speech_resuming_voids_the_early_final_and_the_window_goes_on() -> None:
+    words = script("good morning", 0.0, 0.4) + script("everyone here", 1.0, 0.4)
+    cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=0.0, agreement=0, early_final_s=0.12)
+    d = Driver(cfg, FakeDecoder(words), cost=0.05)
+    d.events([SpeechStart(0.0)], 0.0)
+    for t, evs in audio_events(0.0, 0.8):
+        d.events(evs, t)
+    d.events([chunk(0.8, 0.95, silent=0.15)], 0.95)
+    first = d.requests[-1]
+    assert first.kind == "final" and first.end == pytest.approx(0.95)
+    d.events([chunk(0.95, 1.1)], 1.1)  # voice again: only a breath
+    for t, evs in audio_events(1.1, 1.8):
+        d.events(evs, t)
+    d.events([chunk(1.8, 1.95, silent=0.15)], 1.95)
+    d.events([], 2.05)
+    d.events([SpeechEnd(0.0, 1.95, "silence")], 2.4)
+    d.drain()
+    assert [c.text for c in d.finals()] == ["Good morning everyone here"]  # one window
+    assert d.finals()[0].end == pytest.approx(1.95)
+    assert d.policy.early_finals == {"started": 2, "used": 1, "voided": 1}
+    assert any(r.kind == "partial" and r.start < 1.0 < r.end for r in d.requests)  # went on
+
+
+def test_without_early_finals_the_pause_is_confirmed_first() -> None:
+    words = script("good morning everyone", 0.0, 0.4)
+    cfg = PolicyConfig(partial_interval_s=0.5, pause_final_s=0.0, agreement=0, early_final_s=None)
+    d = Driver(cfg, FakeDecoder(words))
+    d.events([SpeechStart(0.0)], 0.0)
+    for t, evs in audio_events(0.0, 1.2):
+        d.events(evs, t)
+    d.events([chunk(1.2, 1.41, silent=0.21)], 1.41)
+    assert all(r.end <= 1.2 + 1e-9 for r in d.requests)  # nothing started in the pause yet
+    d.events([], 1.5)
+    d.drain()
+    assert [c.text for c in d.finals()] == ["Good morning everyone"]
+    assert d.finals()[0].end == pytest.approx(1.41)
+    assert d.policy.early_finals["started"] == 0

@@ -279,3 +279,21 @@ def test_jfk_live_matches_offline() -> None:
     assert [(u.start, u.end) for u in collect_utterances(events)] == [
         (u.start, u.end) for u in offline
     ]
+
+
+def test_audio_pieces_say_how_much_of_their_end_is_unvoiced() -> None:
+    """The policy starts an early final when a pause begins: it needs to see the pause."""
+    audio = np.concatenate([silence(0.6), speech(1.2), silence(1.5)])
+    events = run(audio, chunk=SR // 10, tail_ms=210)
+    pieces = [e for e in events if isinstance(e, SpeechAudio)]
+    end = next(e for e in events if isinstance(e, SpeechEnd))
+    voice_end = 0.6 + 1.2
+    for p in pieces:
+        if p.end <= voice_end + 1e-6:
+            assert p.silent_tail == pytest.approx(0.0, abs=0.031)  # speech to the piece's end
+        elif p.start < voice_end - 1e-6:  # voice, then the first of the segmenter's tail
+            assert p.end - p.silent_tail == pytest.approx(voice_end, abs=0.031)
+        else:  # the rest of the tail: no voice at all
+            assert p.silent_tail == pytest.approx(p.end - p.start)
+    assert pieces[-1].end == pytest.approx(end.end)
+    assert end.end - voice_end == pytest.approx(0.21, abs=0.031)  # the tail, all unvoiced

@@ -2,7 +2,8 @@
 // and a line layout that never moves a committed word. Plain ES2020, no build step.
 "use strict";
 
-/** What a viewer has on screen: committed finals (append-only) and the current partial. */
+/** What a viewer has on screen: committed finals (append-only) and the current partials, one
+ *  per speaker (in a room several people may talk at once; `ev.speaker`, "" when unnamed). */
 class CaptionModel {
   constructor(maxFinals = 200) {
     this.maxFinals = maxFinals;
@@ -12,8 +13,8 @@ class CaptionModel {
   reset() {
     this.lastSeq = 0;
     this.epoch = ""; // the server log's identity: a seq means something only within it
-    this.finals = []; // {segment, text}
-    this.partial = null; // latest partial event not yet superseded by a final
+    this.finals = []; // {segment, text, speaker}
+    this.partials = new Map(); // speaker -> latest partial event not yet superseded by a final
     this.generation = (this.generation || 0) + 1; // bumps when the stream restarts
   }
 
@@ -37,32 +38,61 @@ class CaptionModel {
     }
     if (epoch) this.epoch = epoch;
     this.lastSeq = ev.seq;
+    const who = typeof ev.speaker === "string" ? ev.speaker : "";
     if (ev.type === "final") {
       const text = (ev.text || "").trim();
-      if (text) this.finals.push({ segment: ev.segment, text });
+      if (text) this.finals.push({ segment: ev.segment, text, speaker: who });
       if (this.finals.length > this.maxFinals) this.finals.splice(0, this.finals.length - this.maxFinals);
-      if (this.partial && this.partial.segment <= ev.segment) this.partial = null;
+      // the final replaces its segment's partial, and its speaker's older ones
+      for (const [k, p] of this.partials) {
+        if (p.segment === ev.segment || (k === who && p.segment <= ev.segment)) this.partials.delete(k);
+      }
       return tag + "final";
     }
-    if (!this.partial || ev.segment >= this.partial.segment) this.partial = ev;
+    const old = this.partials.get(who);
+    if (!old || ev.segment >= old.segment) this.partials.set(who, ev);
     return tag + "partial";
+  }
+
+  /** The latest partial of anyone (null when none is open). */
+  get partial() {
+    let latest = null;
+    for (const p of this.partials.values()) if (!latest || p.seq > latest.seq) latest = p;
+    return latest;
+  }
+
+  /** Open partials, oldest first: one line per speaker talking now. */
+  activePartials() {
+    return [...this.partials.values()].sort((a, b) => a.seq - b.seq);
+  }
+
+  /** Whether any caption so far names its speaker (a room, or voice labels). */
+  hasSpeakers() {
+    return this.finals.some((f) => f.speaker) || [...this.partials.keys()].some(Boolean);
   }
 
   /** The current partial as [stable, rest]: its first `committed_chars` characters are
    *  locked words that will not change (they come back in a final); the rest may. */
-  partialParts() {
-    const p = this.partial;
+  partialParts(p = this.partial) {
     if (!p || !p.text) return ["", ""];
     const n = Math.max(0, Math.min(p.text.length, p.committed_chars || 0));
     return [p.text.slice(0, n).trim(), p.text.slice(n).trim()];
   }
 
   partialText() {
-    return this.partial ? (this.partial.text || "").trim() : "";
+    const open = this.activePartials().filter((p) => (p.text || "").trim());
+    if (open.length === 1 && !open[0].speaker) return open[0].text.trim();
+    return open.map((p) => (p.speaker ? `${p.speaker}: ` : "") + p.text.trim()).join(" / ");
   }
 
+  /** Final text; in a room each change of speaker starts with "Name:". */
   committedText() {
-    return this.finals.map((f) => f.text).join(" ");
+    let last = "";
+    return this.finals.map((f) => {
+      const name = f.speaker && f.speaker !== last ? `${f.speaker}: ` : "";
+      last = f.speaker || last;
+      return name + f.text;
+    }).join(" ");
   }
 }
 
@@ -159,7 +189,7 @@ class LineLayout {
     this.openWidth = 0;
   }
 
-  _place(lines, state, word, cls) {
+  _place(lines, state, word, cls, color) {
     const w = this.measure(word);
     const add = state.line.length ? this.space + w : w;
     if (state.line.length && state.width + add > this.maxWidth) {
@@ -167,14 +197,15 @@ class LineLayout {
       state.line = [];
       state.width = 0;
     }
-    state.line.push({ text: word, cls });
+    state.line.push(color ? { text: word, cls, color } : { text: word, cls });
     state.width += state.line.length > 1 ? this.space + w : w;
   }
 
-  commit(text) {
+  /** Place final words (`cls` "speaker" for a name, with its `color`). */
+  commit(text, cls = "committed", color = "") {
     const state = { line: this.open, width: this.openWidth };
     const done = [];
-    for (const word of text.split(/\s+/).filter(Boolean)) this._place(done, state, word, "committed");
+    for (const word of text.split(/\s+/).filter(Boolean)) this._place(done, state, word, cls, color);
     this.frozen.push(...done);
     this.open = state.line;
     this.openWidth = state.width;
@@ -195,13 +226,19 @@ class LineLayout {
     return this.base + this.frozen.length;
   }
 
-  /** All kept lines with the partial appended (`parts`: [[text, cls], ...]), and the
-   *  absolute index of the first. */
+  /** All kept lines with the partials appended (`parts`: [[text, cls, color], ...]; cls
+   *  "break" ends the line), and the absolute index of the first. */
   lines(parts) {
     const out = this.frozen.slice();
     const state = { line: this.open.slice(), width: this.openWidth };
-    for (const [text, cls] of parts || []) {
-      for (const word of (text || "").split(/\s+/).filter(Boolean)) this._place(out, state, word, cls);
+    for (const [text, cls, color] of parts || []) {
+      if (cls === "break") {
+        if (state.line.length) out.push(state.line);
+        state.line = [];
+        state.width = 0;
+        continue;
+      }
+      for (const word of (text || "").split(/\s+/).filter(Boolean)) this._place(out, state, word, cls, color);
     }
     if (state.line.length) out.push(state.line);
     return { lines: out, base: this.base };
@@ -228,6 +265,21 @@ function defaultServer() {
   return `${proto}//${window.location.host}`;
 }
 
+/** A colour per speaker, in the order they first appear (stable for the page's life). */
+class SpeakerColors {
+  constructor(palette) {
+    this.palette = palette || ["#ffd54f", "#4fc3f7", "#aed581", "#f48fb1", "#ffb74d", "#ce93d8", "#80cbc4", "#e0e0e0"];
+    this.seen = new Map();
+  }
+
+  of(name) {
+    if (!name) return "";
+    if (!this.seen.has(name)) this.seen.set(name, this.palette[this.seen.size % this.palette.length]);
+    return this.seen.get(name);
+  }
+}
+
 window.Streamcap = {
-  CaptionModel, CaptionConnection, LineLayout, captionParams, defaultServer, describeError,
+  CaptionModel, CaptionConnection, LineLayout, SpeakerColors, captionParams, defaultServer,
+  describeError,
 };

@@ -158,6 +158,16 @@ def add_model_flags(
             help="spoken language, a code or a name: en, English, de, ... (default: detected)",
         )
         g.add_argument("--task", default="transcribe", choices=TASKS, help="translate: to English")
+        g.add_argument(
+            "--prompt", metavar="TEXT",
+            help="text given to every decode as Whisper's prompt (what came before: a topic, "
+            "names, a spelling style)",
+        )  # fmt: skip
+        g.add_argument(
+            "--vocabulary", metavar="TERMS",
+            help='words the model should know, comma-separated: "Kubernetes, Nguyen, gRPC" '
+            "(added to the prompt)",
+        )  # fmt: skip
     g.add_argument(
         "--threads",
         type=positive_int,
@@ -235,16 +245,30 @@ def decoding_options(engine: Engine, args: argparse.Namespace) -> DecodingOption
     return options_for(engine, getattr(args, "language", None), getattr(args, "task", "transcribe"))
 
 
+def prompt_of(args: argparse.Namespace) -> str:
+    """The prompt text of --prompt and --vocabulary (`core.prompting`); "" when neither."""
+    from streamcap.core.prompting import parse_vocabulary, stream_prompt
+
+    try:
+        terms = parse_vocabulary(getattr(args, "vocabulary", None) or "")
+        return stream_prompt(getattr(args, "prompt", None) or "", terms)
+    except ValueError as e:
+        raise UsageError(f"--prompt/--vocabulary: {e}") from None
+
+
 def live_config(
-    language: str | None = None, task: str = "transcribe", partial_interval: float | None = None
+    language: str | None = None,
+    task: str = "transcribe",
+    partial_interval: float | None = None,
+    prompt: str = "",
 ) -> LiveConfig:
-    """The live pipeline's configuration for the flags (the one place --partial-interval is
-    wired, for `dictate`, `transcribe --live` and `serve`)."""
+    """The live pipeline's configuration for the flags (the one place --partial-interval and
+    the prompt are wired, for `dictate`, `transcribe --live` and `serve`)."""
     from dataclasses import replace
 
     from streamcap.runtime.stream import LiveConfig
 
-    cfg = LiveConfig(language=language, task=task)
+    cfg = LiveConfig(language=language, task=task, prompt=prompt)
     if partial_interval is not None:
         cfg = replace(cfg, policy=replace(cfg.policy, partial_interval_s=partial_interval))
     return cfg

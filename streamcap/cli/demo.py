@@ -68,10 +68,14 @@ async def _demo(
 ) -> int:
     from rich.text import Text
 
+    from streamcap.cli.common import live_config, prompt_of
     from streamcap.server.app import CaptionServer
     from streamcap.server.client import publish, watch, ws_url
+    from streamcap.server.config import live_stream_factory
 
-    server = CaptionServer(config, worker)
+    config_live = live_config(prompt=prompt_of(args))
+    factory = live_stream_factory(worker, config_live, config.default_language)
+    server = CaptionServer(config, worker, factory)
     await server.start()
     stream = args.stream
     out.print(f"[bold]streamcap demo[/]: server on {server.url('/')}")

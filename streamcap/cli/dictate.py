@@ -20,6 +20,7 @@ from streamcap.cli.common import (
     add_model_flags,
     live_config,
     positive_float,
+    prompt_of,
     say,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     device = find_input_device(args.mic)  # NoMicrophoneError before the model loads
     [outputs] = plan_outputs(["dictation"], args.output, None, folders=False)
-    config = live_config(args.language, args.task, args.partial_interval)
+    config = live_config(args.language, args.task, args.partial_interval, prompt_of(args))
 
     from streamcap.cli.live import ready_engine
     from streamcap.core.captions import CaptionLog

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from streamcap.cli.common import live_config, load_engine, say
+from streamcap.cli.common import live_config, load_engine, prompt_of, say
 from streamcap.cli.outputs import Writers, plan_outputs
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
 
     path = args.files[0]  # one file: `transcribe.check_flags` saw to it
     [outputs] = plan_outputs([path], args.output, args.format)
-    config = live_config(args.language, args.task, args.partial_interval)
+    config = live_config(args.language, args.task, args.partial_interval, prompt_of(args))
     chunk_s = args.chunk or DEFAULT_CHUNK_S
     chunks = iter_audio_chunks(path, chunk_s=chunk_s)  # AudioError now on a bad file
     first = next(chunks)

@@ -26,6 +26,7 @@ from streamcap.cli.common import (
     load_engine,
     positive_float,
     positive_int,
+    prompt_of,
     say,
 )
 from streamcap.errors import UserError
@@ -109,6 +110,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-streams", type=positive_int, default=d.max_streams, metavar="N",
         help="publishers at once",
+    )  # fmt: skip
+    g.add_argument(
+        "--max-speakers-per-room", type=positive_int, default=d.max_speakers_per_room,
+        metavar="N",
+        help="publishers one stream (a room) may have at once, each with its own speaker name "
+        "(/ingest?stream=ROOM&speaker=NAME)",
     )  # fmt: skip
     g.add_argument(
         "--max-load", type=load_share, default=0.25, metavar="X",
@@ -204,6 +211,7 @@ def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConf
             allowed_origins=tuple(args.allow_origin),
             allowed_hosts=tuple(args.allow_host),
             max_streams=args.max_streams,
+            max_speakers_per_room=args.max_speakers_per_room,
             admission=getattr(args, "admission", True),
             max_viewers=args.max_viewers,
             max_connections=args.max_connections,
@@ -298,7 +306,7 @@ def start_worker(args: argparse.Namespace) -> Any:
 def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig) -> Any:
     from streamcap.server.config import live_stream_factory
 
-    base = live_config(partial_interval=args.partial_interval)
+    base = live_config(partial_interval=args.partial_interval, prompt=prompt_of(args))
     return live_stream_factory(worker, base, config.default_language)
 
 

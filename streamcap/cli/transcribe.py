@@ -26,6 +26,7 @@ from streamcap.cli.common import (
     decoding_options,
     load_engine,
     positive_float,
+    prompt_of,
     say,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
@@ -135,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     opts = TranscribeOptions(
         decoding=decoding_options(engine, args),
         condition_on_previous=args.condition_on_previous,
+        prompt=prompt_of(args),
         word_timestamps=not getattr(args, "no_word_timestamps", False),
     )
     several = len(args.files) > 1

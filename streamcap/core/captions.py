@@ -33,6 +33,8 @@ class CaptionEvent:
     latency_ms: float = 0.0
     #: a final's words with their stream times (empty when not timed; never on partials)
     words: tuple[WordTiming, ...] = ()
+    #: who spoke: a room publisher's name or a voice label ("Speaker 2"); "" when unknown
+    speaker: str = ""
 
     def shifted(self, segments: int, seconds: float) -> CaptionEvent:
         """The same event with segment numbers and times moved on (a later publisher session
@@ -60,6 +62,8 @@ class Caption:
     epoch: str = ""
     #: A final's timed words (`WordTiming`, stream seconds); left off the wire when empty.
     words: tuple[WordTiming, ...] = ()
+    #: Who spoke (`CaptionEvent.speaker`); left off the wire when "".
+    speaker: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The wire JSON object; times rounded to milliseconds (no false precision on the wire)."""
@@ -78,6 +82,8 @@ class Caption:
             d["epoch"] = self.epoch
         if self.words:
             d["words"] = [w.as_dict() for w in self.words]
+        if self.speaker:
+            d["speaker"] = self.speaker
         return d
 
     def to_json(self) -> str:
@@ -103,6 +109,7 @@ class Caption:
                 latency_ms=float(d["latency_ms"]),
                 epoch=str(d.get("epoch", "")),
                 words=_words_from(d.get("words", ())),
+                speaker=str(d.get("speaker", "")),
             )
         except KeyError as e:
             raise ValueError(f"caption is missing field {e.args[0]!r}") from None
@@ -189,6 +196,7 @@ class CaptionLog:
             latency_ms=event.latency_ms,
             epoch=self.epoch,
             words=event.words,
+            speaker=event.speaker,
         )
         if cap.type == "partial":
             self._partials[cap.segment] = cap

@@ -125,6 +125,15 @@ class _Window:
     emitted: int = 0  # locked words already sent as finals
     shown: bool = False  # a partial of `segment` is on screen
     screen: list[str] = field(default_factory=list)  # its words as shown
+    voice_end: float = 0.0  # stream seconds where its last voiced frame ends
+    tentative: DecodeRequest | None = None  # its early final, valid while no voice follows
+    tentative_done: bool = False  # ... whose result has come (`tentative_result`)
+    tentative_result: DecodeResult | None = None
+
+    @property
+    def silence(self) -> float:
+        """Seconds of unvoiced audio at its end (a pause beginning)."""
+        return self.end - max(self.voice_end, self.start)
 
     @property
     def end(self) -> float:
@@ -186,10 +195,14 @@ class CaptionPolicy:
         self._utterance = 0  # counts utterances the segmenter ended (not at a length split)
         self._utterance_text: dict[int, list[str]] = {}  # finals of recent utterances
         self.in_speech = False
+        #: early finals started, used as the window's final, and voided by speech resuming
+        self.early_finals = {"started": 0, "used": 0, "voided": 0}
+        self._early = True  # early finals allowed (the runtime's last word, `on_tick`)
 
     # ------------------------------------------------------------------ inputs
 
-    def on_event(self, event: Event) -> Step:
+    def on_event(self, event: Event, now: float | None = None) -> Step:
+        """A segmenter event; `now` is stream time on the clock (default: the event's end)."""
         step = Step()
         if isinstance(event, SpeechStart):
             self.in_speech = True
@@ -198,7 +211,7 @@ class CaptionPolicy:
             self._maybe_partial(step)
             w = self._window
             if w is not None and w.duration >= self.config.max_window_s:
-                self._close(w, step)
+                self._close(w, step, event.end if now is None else now)
         elif isinstance(event, SpeechEnd):
             self.in_speech = False
             w = self._window
@@ -212,22 +225,34 @@ class CaptionPolicy:
                     return step
                 else:
                     w.cut(event.end)
-                    self._close(w, step)
+                    self._close(w, step, event.end if now is None else now)
             self._done_until = max(self._done_until, event.end)
             if event.reason != "max_length":  # a split monologue goes on in its context
                 self._utterance += 1
         return step
 
-    def on_tick(self, stream_time: float) -> Step:
-        """The segmenter has analysed audio up to `stream_time`: detect a pause in speech."""
+    def on_tick(self, stream_time: float, now: float | None = None, early: bool = True) -> Step:
+        """The segmenter has analysed audio up to `stream_time`: detect a pause in speech.
+
+        A pause that reaches `early_final_s` of unvoiced audio starts the window's exact final
+        decode at once (tentatively); one that lasts `pause_final_s` beyond the segmenter's
+        tail closes the window, with that decode as its final if no voice came in between.
+        `now` is stream time on the clock (default `stream_time`), for a final ready at once;
+        `early` False holds early finals back (the runtime's choice: `LiveConfig.early_finals`).
+        """
         step = Step()
-        pause = self.config.pause_final_s
+        self._early = early
         w = self._window
-        if pause is None or w is None or not self.in_speech:
+        if w is None or not self.in_speech or w.n == 0:
             return step
+        if early and self._early_final_due(w) and w.voice_end > w.start:  # voice to decode
+            w.tentative = self._request("final", w)
+            self.early_finals["started"] += 1
+            step.requests.append(w.tentative)
+        pause = self.config.pause_final_s
         # stream_time moves in whole frames: allow for rounding
-        if stream_time - w.end >= pause + 1e-3 and w.n > 0:
-            self._close(w, step)
+        if pause is not None and stream_time - w.end >= pause + 1e-3:
+            self._close(w, step, stream_time if now is None else now)
         return step
 
     def on_result(self, request: DecodeRequest, result: DecodeResult | None, now: float) -> Step:
@@ -235,7 +260,12 @@ class CaptionPolicy:
         if self._requests.pop(request.id, None) is None:
             return step
         if request.kind == "final":
-            self._finalise(self._closed.pop(request.window), result, now, step)
+            w = self._closed.pop(request.window, None)
+            if w is not None:
+                self._finalise(w, result, now, step)
+            elif self._window is not None and self._window.tentative is request:
+                self._window.tentative_done = True  # kept until the pause is confirmed
+                self._window.tentative_result = result
         else:
             w = self._window if self._window and self._window.id == request.window else None
             w = w or self._closed.get(request.window)
@@ -248,11 +278,11 @@ class CaptionPolicy:
         self._maybe_partial(step)
         return step
 
-    def finish(self) -> Step:
+    def finish(self, now: float | None = None) -> Step:
         """End of stream (after the segmenter's flush events): close what is open."""
         step = Step()
         if self._window is not None:
-            self._close(self._window, step)
+            self._close(self._window, step, self._window.end if now is None else now)
         self.in_speech = False
         return step
 
@@ -319,16 +349,43 @@ class CaptionPolicy:
         if w is None:
             seg = self._next_segment
             self._next_segment += 1
-            w = _Window(self._next_window, start, seg, start, self._utterance)
+            w = _Window(self._next_window, start, seg, start, self._utterance, voice_end=start)
             self._next_window += 1
             self._window = w
         w.append(samples)
+        end = start + len(samples) / SAMPLE_RATE
+        if ev.silent_tail < end - start - 1e-6:  # voice in this piece
+            w.voice_end = max(w.voice_end, end - ev.silent_tail)
+            if w.tentative is not None and w.voice_end > w.tentative.end + 1e-6:
+                self._void_tentative(w)
+
+    def _early_final_due(self, w: _Window) -> bool:
+        x = self.config.early_final_s
+        return x is not None and w.tentative is None and w.silence >= x - 1e-6
+
+    def _void_tentative(self, w: _Window) -> None:
+        """Speech resumed after an early final started: the window goes on, its result is
+        dropped (but drafts the next decode: it is the window's hypothesis so far)."""
+        req = w.tentative
+        assert req is not None
+        if self._requests.pop(req.id, None) is not None or w.tentative_done:
+            self.early_finals["voided"] += 1
+        if w.tentative_done and w.tentative_result is not None:
+            w.hypothesis = w.tentative_result.tokens
+        w.tentative = None
+        w.tentative_done = False
+        w.tentative_result = None
 
     def _maybe_partial(self, step: Step) -> None:
         w = self._window
         if w is None or w.closed or w.partial_pending is not None or self._closed:
             return  # a closed window's final comes first (its text is the prompt)
         cfg = self.config
+        if w.tentative is not None:
+            return  # in a pause, its final under way: a partial would only delay it
+        x = cfg.early_final_s
+        if self._early and x is not None and w.silence >= x / 2 - 1e-6:
+            return  # a pause may be beginning: wait a frame or two for its early final
         new = (w.n - w.last_partial_n) / SAMPLE_RATE
         need = cfg.partial_interval_s
         if w.last_partial_n == 0 and cfg.first_partial_s is not None:
@@ -339,13 +396,23 @@ class CaptionPolicy:
             w.last_partial_n = w.n
             step.requests.append(req)
 
-    def _close(self, w: _Window, step: Step) -> None:
-        """Finish window `w`: request its exact final decode."""
+    def _close(self, w: _Window, step: Step, now: float) -> None:
+        """Finish window `w`: its early final if one is valid (the window is cut where that
+        decode's audio ends: what follows is unvoiced), else request its exact final decode."""
         w.closed = True
         self._window = None
-        self._closed[w.id] = w
         self._done_until = max(self._done_until, w.end)
-        step.requests.append(self._request("final", w))
+        tent = w.tentative
+        if tent is None:
+            self._closed[w.id] = w
+            step.requests.append(self._request("final", w))
+            return
+        self.early_finals["used"] += 1
+        w.cut(tent.end)
+        if w.tentative_done:
+            self._finalise(w, w.tentative_result, now, step)
+        else:
+            self._closed[w.id] = w
 
     def _on_partial(
         self, w: _Window, req: DecodeRequest, result: DecodeResult, now: float, step: Step

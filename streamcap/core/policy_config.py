@@ -27,6 +27,12 @@ class PolicyConfig:
     - pause_final_s: close and exactly decode the window once its audio has stopped growing
       for this long (stream time, beyond the segmenter's tail of silence); None: only at
       speech end.
+    - early_final_s: once the window's audio ends in this much unvoiced audio (a pause may be
+      beginning), its exact final decode starts on the audio so far, and no partial is asked
+      for; if the pause lasts (`pause_final_s`), that decode is the window's final, and if
+      speech resumes first it is discarded and the window goes on. None: finals start when the
+      pause is confirmed. It must not exceed the segmenter's `tail_ms`, which is the most
+      unvoiced audio the segmenter sends before speech resumes or the utterance ends.
     - agreement: consecutive partials that must agree on words to lock them (0: never lock;
       windows are then committed only when they close).
     - lock_margin: words at the end of any of those partials that are not locked yet.
@@ -70,6 +76,7 @@ class PolicyConfig:
     partial_interval_s: float = 1.0
     first_partial_s: float | None = None
     pause_final_s: float | None = 0.0
+    early_final_s: float | None = 0.12
     agreement: int = 2
     lock_margin: int = 1
     commit_sentences: bool = True
@@ -93,6 +100,8 @@ class PolicyConfig:
             raise ValueError("first_partial_s must be positive")
         if self.pause_final_s is not None and self.pause_final_s < 0:
             raise ValueError("pause_final_s must be >= 0")
+        if self.early_final_s is not None and self.early_final_s <= 0:
+            raise ValueError("early_final_s must be positive")
         if self.agreement < 0 or self.agreement == 1:
             raise ValueError("agreement must be 0 (off) or at least 2")
         if self.prompt_scope not in ("utterance", "stream"):

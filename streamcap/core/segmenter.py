@@ -94,11 +94,16 @@ class SpeechStart:
 
 @dataclass(frozen=True, eq=False)
 class SpeechAudio:
-    """The next piece of the open utterance's audio, sent as soon as it is known to belong to it."""
+    """The next piece of the open utterance's audio, sent as soon as it is known to belong to it.
+
+    `silent_tail` is how much of its end is unvoiced (seconds; the whole piece if none of it is
+    voiced): the policy sees a pause begin before the segmenter ends the utterance.
+    """
 
     samples: np.ndarray
     start: float
     end: float
+    silent_tail: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -358,7 +363,11 @@ class Segmenter:
         if self._pending_audio:
             fr = self._pending_audio
             samples = np.concatenate([f.samples for f in fr])
-            out.append(SpeechAudio(samples, fr[0].start / SAMPLE_RATE, fr[-1].end / SAMPLE_RATE))
+            voiced = [f.end for f in fr if f.voiced]
+            end = fr[-1].end / SAMPLE_RATE
+            start = fr[0].start / SAMPLE_RATE
+            silent = end - voiced[-1] / SAMPLE_RATE if voiced else end - start
+            out.append(SpeechAudio(samples, start, end, silent))
             self._pending_audio = []
 
 

@@ -109,6 +109,11 @@ class CostModel:
             return measured[lo] * batch / lo
         return measured[lo] + (measured[hi] - measured[lo]) * (batch - lo) / (hi - lo)
 
+    def job_cost(self, kind: str) -> float | None:
+        """Mean seconds of one job of ``kind`` run alone (encoder + decoder), once measured."""
+        job = self._job.get(kind)  # one read: another thread may write
+        return None if job is None else job[0] + job[1]
+
     def step_cost(self, batch: int) -> float | None:
         """Seconds of one lockstep decoder step of ``batch`` rows (None: nothing measured)."""
         return self._estimate(self._step, batch, self.config.optimism)

@@ -32,7 +32,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -46,8 +46,10 @@ from streamcap.core.policy import (
     PolicyConfig,
     Step,
 )
+from streamcap.core.prompting import join_prompt_ids
 from streamcap.core.segmenter import Segmenter, SegmenterConfig
 from streamcap.decoding.options import DecodingOptions
+from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.clock import Clock, RealClock, SimulatedClock, paced_chunks
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, StreamStats
 
@@ -55,6 +57,20 @@ log = logging.getLogger(__name__)
 
 #: An inbox item: audio to feed, or None for the end of the stream.
 _Input = np.ndarray | None
+
+
+class CaptionStage(Protocol):
+    """A stage between the policy and the sink (e.g. speaker labels from the voice).
+
+    It sees the stream's audio in order (`feed`, 16 kHz mono from stream time 0) and every
+    caption event in order (`process`), and answers with the events to deliver instead: the
+    same, relabelled, or a final split in two (it then renumbers later segments itself). Both
+    run with the stream's lock held, on the thread that processes the input or the result.
+    """
+
+    def feed(self, samples: np.ndarray) -> None: ...
+
+    def process(self, event: CaptionEvent) -> list[CaptionEvent]: ...
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,15 @@ class LiveConfig:
     - partial_context_margin_s: partials run the encoder on the window's audio plus this margin
       (seconds) instead of the standard 30 s; None: partials use the standard input too.
     - partial_context_min_s: the shortest encoder context a partial gets.
+    - early_finals: start a window's exact final at the beginning of a pause
+      (`PolicyConfig.early_final_s`) rather than when the pause is confirmed. A pause that turns
+      out to be a breath voids that decode: its compute is lost, and no partial runs meanwhile.
+      "auto": only while a final costs at most `early_final_max_cost_s` on this worker (measured
+      on lf3 with tiny.en, finals of 0.46 s: final latency p50 0.65 -> 0.54 s, p95 0.79 ->
+      0.70 s, 26 of 109 early finals voided, WER +0.2 points; with base on this 2-core CPU,
+      finals of 1.0 s, the voided ones delayed other decodes: p95 1.66 -> 1.98 s).
+    - prompt: the stream's own prompt text (`core.prompting.stream_prompt`: words the model
+      should know), before the policy's context in every decode's prompt.
     - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
       more decoder pass, 5-9 % of a final's cost): every final, and the partials that may
       commit words (the policy cuts the window at their end).
@@ -80,8 +105,13 @@ class LiveConfig:
     partial_context_margin_s: float | None = PARTIAL_CONTEXT_MARGIN_S
     partial_context_min_s: float = PARTIAL_CONTEXT_MIN_S
     word_timestamps: bool = True
+    early_finals: Literal["auto", "on", "off"] = "auto"
+    early_final_max_cost_s: float = 0.6
+    prompt: str = ""
 
     def __post_init__(self) -> None:
+        if self.early_finals not in ("auto", "on", "off"):
+            raise ValueError("early_finals must be 'auto', 'on' or 'off'")
         if self.task not in ("transcribe", "translate"):
             raise ValueError(f"task must be 'transcribe' or 'translate', got {self.task!r}")
         if self.segmenter.max_utterance_s > self.policy.max_window_s:
@@ -111,8 +141,10 @@ class LiveStream:
         on_caption: Callable[[CaptionEvent], None] | None = None,
         config: LiveConfig | None = None,
         clock: Clock | None = None,
+        stage: CaptionStage | None = None,
     ) -> None:
         self.stream_id = stream_id
+        self.stage = stage
         self.worker = worker
         self.config = config or LiveConfig()
         self.clock: Clock = clock or RealClock()
@@ -181,6 +213,12 @@ class LiveStream:
         return self.worker.stream_stats(self.stream_id)
 
     @property
+    def early_finals(self) -> dict[str, int]:
+        """Early finals started, used, and voided by speech resuming (`CaptionPolicy`)."""
+        with self._lock:
+            return dict(self._policy.early_finals)
+
+    @property
     def committed_text(self) -> str:
         """All final text so far."""
         with self._lock:
@@ -220,21 +258,35 @@ class LiveStream:
                 return
             self._finished = True
             events = self._segmenter.flush()
+            now = self.now()
             for ev in events:
-                step.extend(self._policy.on_event(ev))
-            step.extend(self._policy.finish())
+                step.extend(self._policy.on_event(ev, now))
+            step.extend(self._policy.finish(now))
         else:
+            if self.stage is not None:
+                self.stage.feed(item)
             events = self._segmenter.push(item)
+            now = self.now()
             for ev in events:
-                step.extend(self._policy.on_event(ev))
-            step.extend(self._policy.on_tick(self._segmenter.time))
+                step.extend(self._policy.on_event(ev, now))
+            step.extend(self._policy.on_tick(self._segmenter.time, now, self._early_finals()))
         self._apply(step)
 
     # ------------------------------------------------------------------ internals
 
     def _apply(self, step: Step) -> None:
         """Deliver captions (in order), then submit requests (caller holds the lock)."""
-        for cap in step.captions:
+        captions = step.captions
+        if self.stage is not None:
+            staged: list[CaptionEvent] = []
+            for cap in captions:
+                try:
+                    staged += self.stage.process(cap)
+                except Exception:  # a stage's bug must not lose a caption
+                    log.exception("caption stage of stream %r failed", self.stream_id)
+                    staged.append(cap)
+            captions = staged
+        for cap in captions:
             if self.on_caption is not None:
                 try:
                     self.on_caption(cap)
@@ -243,6 +295,13 @@ class LiveStream:
         for req in step.requests:
             self._outstanding += 1
             self.worker.submit(self._job(req))
+
+    def _early_finals(self) -> bool:
+        mode = self.config.early_finals
+        if mode != "auto":
+            return mode == "on"
+        cost = self.worker.costs.job_cost("final")
+        return cost is not None and cost <= self.config.early_final_max_cost_s
 
     def _job(self, req: DecodeRequest) -> DecodeJob:
         context = None
@@ -272,8 +331,11 @@ class LiveStream:
         with self._lock:
             inputs = self._policy.prepare(req)
             options = self._options()
-        if inputs.prompt:
-            options = replace(options, prompt_ids=self.worker.text_to_ids(inputs.prompt))
+        fixed = self.worker.text_to_ids(self.config.prompt)
+        context = self.worker.text_to_ids(inputs.prompt)
+        if fixed or context:
+            ids = join_prompt_ids(fixed, context, MAX_PROMPT_TOKENS)
+            options = replace(options, prompt_ids=ids)
         return options, inputs.hypothesis
 
     def _on_done(self, job: DecodeJob, outcome: JobOutcome) -> None:

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from streamcap.audio import iter_audio_chunks
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.prompting import join_prompt_ids
 from streamcap.core.segmenter import (
     Event,
     Segmenter,
@@ -31,6 +32,7 @@ from streamcap.core.segmenter import (
 )
 from streamcap.core.text import GuardConfig, is_hallucination
 from streamcap.decoding.options import DecodeStats, DecodingOptions
+from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.engine import Engine, with_words
 
 #: Longest audio one decode takes (Whisper's window).
@@ -47,6 +49,7 @@ class TranscribeOptions:
     decoding: DecodingOptions = DecodingOptions()
     segmenter: SegmenterConfig = SegmenterConfig()
     condition_on_previous: bool = False  # feed the previous utterance's text as a prompt
+    prompt: str = ""  # the file's own prompt (`core.prompting`), before the previous text
     guard: GuardConfig = GuardConfig()
     word_timestamps: bool = True  # time each final's words (one more decoder pass each)
 
@@ -96,6 +99,7 @@ class Transcription:
         self.position_s = 0.0
         self._log = CaptionLog(stream)
         self._previous: tuple[int, ...] = ()  # the last final's tokens (condition_on_previous)
+        self._fixed = engine.text_to_ids(self.options.prompt) if self.options.prompt else ()
         self._segment = 0
 
     def __iter__(self) -> Iterator[Caption]:
@@ -117,8 +121,10 @@ class Transcription:
         for offset in range(0, len(utt.audio), _WINDOW):  # max_utterance_s keeps it to one
             window = utt.audio[offset : offset + _WINDOW]
             decoding = opts.decoding
-            if opts.condition_on_previous and self._previous:
-                decoding = replace(decoding, prompt_ids=self._previous)
+            previous = self._previous if opts.condition_on_previous else ()
+            if self._fixed or previous:
+                ids = join_prompt_ids(self._fixed, previous, MAX_PROMPT_TOKENS)
+                decoding = replace(decoding, prompt_ids=ids)
             encoded = self.engine.encode(window)
             result = self.engine.decode(encoded, decoding)
             if opts.word_timestamps:

@@ -41,7 +41,7 @@ from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
 from .config import ServerConfig, StreamFactory, live_stream_factory
-from .hub import Hub, StreamEntry
+from .hub import Hub, Publication, StreamEntry
 from .ingest import IngestSession
 from .metrics import CONTENT_TYPE, ServerMetrics, worker_snapshot
 from .protocol import (
@@ -50,6 +50,7 @@ from .protocol import (
     check_token,
     error_message,
     extract_token,
+    parse_speaker,
     parse_ws_path,
 )
 from .ratelog import RateLimitedLog
@@ -89,7 +90,8 @@ class CaptionServer:
                 return recorder.load(stream, max_finals=config.max_finals)
 
         self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
-        self._publishers: dict[str, IngestSession] = {}
+        #: (room, speaker name or "") -> its publisher's session
+        self._publishers: dict[tuple[str, str], IngestSession] = {}
         self.metrics = ServerMetrics(self.hub.snapshot, self._worker_metrics, _engine_info(worker))
         self.web_dir = config.web_dir or routes.default_web_dir()
         self.rlog = RateLimitedLog(log)
@@ -329,7 +331,12 @@ class CaptionServer:
             await self.refuse(ws, ProtocolError(CloseCode.POLICY_VIOLATION, msg), "auth")
             return
         if route == "ingest":
-            await self._ingest(ws, params["stream"])
+            try:
+                speaker = parse_speaker(params["speaker"]) if params.get("speaker") else ""
+            except ProtocolError as e:
+                await self.refuse(ws, e, "bad_path")
+                return
+            await self._ingest(ws, params["stream"], speaker)
         else:
             await serve_viewer(
                 self, ws, params["stream"], int(params["since"]), params.get("epoch")
@@ -337,16 +344,54 @@ class CaptionServer:
 
     # ---- ingest
 
-    async def _ingest(self, ws: ServerConnection, stream: str) -> None:
+    def _who(self, stream: str, speaker: str) -> str:
+        return f"stream {stream!r}" + (f" speaker {speaker!r}" if speaker else "")
+
+    def _room_full(self, stream: str, speaker: str) -> ProtocolError | None:
+        """Why `speaker` may not join room `stream` now (it is not in it yet), or None."""
+        if (stream, speaker) in self._publishers:
+            what = f"speaker {speaker!r} is already" if speaker else "a publisher without a name is"
+            return ProtocolError(
+                CloseCode.POLICY_VIOLATION, f"{what} publishing in stream {stream!r}"
+            )
+        n = sum(1 for room, _ in self._publishers if room == stream)
+        if n >= self.config.max_speakers_per_room:
+            return ProtocolError(
+                CloseCode.POLICY_VIOLATION,
+                f"stream {stream!r} has its limit of {self.config.max_speakers_per_room} "
+                "publishers",
+            )
+        return None
+
+    def claim_speaker(self, session: IngestSession, speaker: str) -> None:
+        """`session` names its speaker in its start message: it moves to that claim, or is
+        refused (ProtocolError) when the name is taken or was already another one."""
+        if session.speaker:
+            raise ProtocolError(
+                CloseCode.UNSUPPORTED_DATA,
+                f"start message names speaker {speaker!r}, the URL {session.speaker!r}",
+            )
+        if (session.stream, speaker) in self._publishers:  # taken (the room's count is the same)
+            err = self._room_full(session.stream, speaker)
+            assert err is not None
+            raise err
+        key = (session.stream, session.speaker)
+        if self._publishers.get(key) is session:
+            del self._publishers[key]
+        session.speaker = speaker
+        self._publishers[(session.stream, speaker)] = session
+
+    async def _ingest(self, ws: ServerConnection, stream: str, speaker: str = "") -> None:
         cfg = self.config
-        # A stream has one publisher. The same publisher coming back (a dropped connection
-        # still finalising, or — with a publish token — one that is still open) takes over
-        # once the old session's audio is finalised; anyone else is refused.
-        while (old := self._publishers.get(stream)) is not None:
+        key = (stream, speaker)
+        # A stream is a room of publishers with distinct names (one without a name at most).
+        # The same publisher coming back (a dropped connection still finalising, or — with a
+        # publish token — one that is still open) takes over once the old session's audio is
+        # finalised; anyone else is refused.
+        while (old := self._publishers.get(key)) is not None:
             if old.connected and cfg.publish_token is None:
-                err = ProtocolError(
-                    CloseCode.POLICY_VIOLATION, f"stream {stream!r} already has a publisher"
-                )
+                err = self._room_full(stream, speaker)
+                assert err is not None
                 await self.refuse(ws, err, "busy", stream)
                 return
             if old.connected:
@@ -356,13 +401,17 @@ class CaptionServer:
                 await asyncio.wait_for(old.done.wait(), cfg.finish_timeout_s + 5)
             except asyncio.TimeoutError:
                 err = ProtocolError(
-                    CloseCode.POLICY_VIOLATION, f"stream {stream!r} is still finishing"
+                    CloseCode.POLICY_VIOLATION, f"{self._who(stream, speaker)} is still finishing"
                 )
                 await self.refuse(ws, err, "busy", stream)
                 return
         if self._closing:
             err = ProtocolError(CloseCode.GOING_AWAY, "server shutting down")
             await self.refuse(ws, err, "shutdown", stream)
+            return
+        room_err = self._room_full(stream, speaker)
+        if room_err is not None:
+            await self.refuse(ws, room_err, "busy", stream)
             return
         if len(self._publishers) >= cfg.max_streams:
             err = ProtocolError(
@@ -375,13 +424,14 @@ class CaptionServer:
             err = ProtocolError(CloseCode.TRY_AGAIN_LATER, f"server is full: {full}")
             await self.refuse(ws, err, "full", stream)
             return
-        session = IngestSession(self, ws, stream)
-        self._publishers[stream] = session
+        session = IngestSession(self, ws, stream, speaker)
+        self._publishers[key] = session
         try:
             await session.run()
         finally:
-            if self._publishers.get(stream) is session:
-                del self._publishers[stream]
+            key = (stream, session.speaker)  # the start message may have named it
+            if self._publishers.get(key) is session:
+                del self._publishers[key]
 
     # ---- capacity (admission control: `core.capacity`, measured by the worker)
 
@@ -418,18 +468,20 @@ class CaptionServer:
             out.update(costs.snapshot())
         return out
 
-    def caption_callback(self, entry: StreamEntry) -> Callable[[CaptionEvent], None]:
+    def caption_callback(
+        self, entry: StreamEntry, pub: Publication | None = None
+    ) -> Callable[[CaptionEvent], None]:
         loop = self._loop
         assert loop is not None
 
         def on_caption(cap: CaptionEvent) -> None:  # worker thread or the loop (feed)
             with contextlib.suppress(RuntimeError):  # the loop is closed at shutdown
-                loop.call_soon_threadsafe(self._deliver, entry, cap)
+                loop.call_soon_threadsafe(self._deliver, entry, cap, pub)
 
         return on_caption
 
-    def _deliver(self, entry: StreamEntry, cap: CaptionEvent) -> None:
-        out = entry.add(cap)
+    def _deliver(self, entry: StreamEntry, cap: CaptionEvent, pub: Publication | None) -> None:
+        out = entry.add(cap, pub)
         if self.recorder is not None:
             self.recorder.before_send(entry.log)
             if out.type == "final":

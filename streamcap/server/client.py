@@ -46,17 +46,20 @@ async def publish(
     language: str | None = None,
     stop: bool = True,
     on_frame: Callable[[float], None] | None = None,
+    start_fields: dict[str, Any] | None = None,
     **connect_kwargs: Any,
 ) -> float:
     """Send mono float `audio` as a live stream; returns the monotonic time the last frame left.
 
-    With `realtime`, frame k is sent at `t0 + k * frame_s` (like a microphone). With `stop`, sends
+    `start_fields` go into the start message. With `realtime`, frame k is sent at
+    `t0 + k * frame_s` (like a microphone). With `stop`, sends
     `{"type":"stop"}` and waits for the server's normal close, which comes after every final.
     """
     async with connect(url, max_size=None, compression=None, **connect_kwargs) as ws:
         start = {"type": "start", "sample_rate": sample_rate, "format": fmt, "channels": 1}
         if language is not None:
             start["language"] = language
+        start.update(start_fields or {})  # e.g. speaker, prompt, vocabulary, task
         try:
             await ws.send(json.dumps(start))
             reply = json.loads(await ws.recv())

@@ -43,6 +43,8 @@ class ServerConfig:
     #: Token for `/metrics` (None: open on a loopback-bound server, else loopback clients only).
     metrics_token: str | None = None
     max_streams: int = 8
+    #: Publishers one stream (room) may have at once, each with its own `speaker` name.
+    max_speakers_per_room: int = 8
     #: Refuse a new publisher (1013) when the worker's measured load says it would not keep
     #: up (`core.capacity`); False: only `max_streams` limits.
     admission: bool = True
@@ -85,7 +87,10 @@ class ServerConfig:
             raise ValueError(
                 f"unknown_stream must be 'wait' or 'reject', not {self.unknown_stream!r}"
             )
-        for name in ("max_streams", "max_viewers", "max_frame_bytes", "retain_streams"):
+        for name in (
+            "max_streams", "max_viewers", "max_frame_bytes", "retain_streams",
+            "max_speakers_per_room",
+        ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_connections is not None and self.max_connections < 2:
@@ -131,7 +136,8 @@ def live_stream_factory(
     base_config: LiveConfig | None = None,
     default_language: str | None = None,
 ) -> StreamFactory:
-    """Builds `LiveStream`s on `worker`, per-stream language/task from `start`."""
+    """Builds `LiveStream`s on `worker`, per-stream language, task and prompt from `start`
+    (a start message without a prompt or vocabulary gets the server's, `base_config.prompt`)."""
     from streamcap.runtime.clock import RealClock
     from streamcap.runtime.stream import LiveConfig, LiveStream
 
@@ -149,7 +155,9 @@ def live_stream_factory(
                 raise ProtocolError(
                     CloseCode.UNSUPPORTED_DATA, f"unsupported language {language!r}"
                 ) from None
-        cfg = dataclasses.replace(base, language=language, task=start.task)
+        cfg = dataclasses.replace(
+            base, language=language, task=start.task, prompt=start.prompt or base.prompt
+        )
         return LiveStream(stream, worker, on_caption, cfg, RealClock())
 
     return make

@@ -1,9 +1,14 @@
 """Streams and their viewers, owned by the server's event loop (no locks: one thread only).
 
 Each stream id has one `StreamEntry`: a `CaptionLog` that outlives publisher sessions (a
-publisher that reconnects continues the same `seq`), the connected viewers, and at most one
-publisher. Viewers are cursors into the log, not queues: a viewer's sender sends
-`log.since(cursor)` whenever it wakes. A slow viewer therefore never blocks anyone, costs no
+publisher that reconnects continues the same `seq`), the connected viewers, and its publishers.
+A stream is a *room*: several named publishers (`speaker`) may publish into it at once, each
+with its own pipeline (segment numbers and times from zero), and the entry maps each one's
+events into the room's one sequence: segments numbered in the order they first appear, times on
+the room's clock, the publisher's name on every event.
+
+Viewers are cursors into the log, not queues: a viewer's sender sends `log.since(cursor)`
+whenever it wakes. A slow viewer therefore never blocks anyone, costs no
 memory while it lags (it skips partials that newer ones replaced, never a final), and a stuck one
 is closed by the send timeout; it can reconnect with `since=` and miss nothing.
 
@@ -19,7 +24,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 
@@ -38,25 +43,50 @@ class Viewer:
         self.closing = False
 
 
+#: Segment numbers a publication remembers (its pipeline's recent segments).
+_SEGMENT_MEMORY = 64
+
+
+@dataclass(eq=False)
+class Publication:
+    """One publisher session's place in its room: its name, where its pipeline's time zero
+    lies on the room's clock, and its segment numbers in the room's numbering."""
+
+    speaker: str
+    time_offset: float
+    segments: dict[int, int] = field(default_factory=dict)
+
+
 @dataclass
 class StreamEntry:
-    """Everything the server knows about one stream id."""
+    """Everything the server knows about one stream id (a room)."""
 
     stream: str
     log: CaptionLog
     viewers: set[Viewer] = field(default_factory=set)
-    publishing: bool = False
+    publications: list[Publication] = field(default_factory=list)
     sessions: int = 0
-    #: Added to segment numbers and times of the current publisher session, so that they keep
-    #: increasing across reconnects (the pipeline restarts both at zero per session).
-    segment_offset: int = 0
-    time_offset: float = 0.0
     next_segment: int = 0
+    #: The room's content so far ends here (seconds on its clock; the next session alone in the
+    #: room starts here, so times keep increasing across reconnects).
     audio_s: float = 0.0
     created: float = field(default_factory=time.time)
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     #: Read back from `--record DIR` (it had a publisher in an earlier run).
     restored: bool = False
+    #: The room's clock while publishers are in it: `audio_s` when the first came, at
+    #: `clock_start` (monotonic seconds).
+    clock_base: float = 0.0
+    clock_start: float = 0.0
+
+    @property
+    def publishing(self) -> bool:
+        return bool(self.publications)
+
+    @property
+    def speakers(self) -> list[str]:
+        """The names of the publishers now in the room ("" for an unnamed one)."""
+        return [p.speaker for p in self.publications]
 
     @property
     def started(self) -> bool:
@@ -74,22 +104,41 @@ class StreamEntry:
             restored=True,
         )
 
-    def begin_session(self) -> None:
-        self.publishing = True
+    def begin_session(self, speaker: str = "", now: float | None = None) -> Publication:
+        """A publisher starts: alone, its time zero is where the room's content ends; with
+        others, it is the room's clock now (`now`: monotonic seconds)."""
+        now = time.monotonic() if now is None else now
+        if not self.publications:
+            self.clock_base, self.clock_start = self.audio_s, now
+        pub = Publication(speaker, self.clock_base + (now - self.clock_start))
+        self.publications.append(pub)
         self.sessions += 1
-        self.segment_offset = self.next_segment
-        self.time_offset = self.audio_s
         self.ended.clear()
+        return pub
 
-    def end_session(self, audio_s: float) -> None:
-        self.publishing = False
-        self.audio_s = self.time_offset + audio_s
-        self.ended.set()
+    def end_session(self, pub: Publication, audio_s: float) -> None:
+        """`pub`'s publisher has gone after `audio_s` seconds of audio."""
+        if pub in self.publications:
+            self.publications.remove(pub)
+        self.audio_s = max(self.audio_s, pub.time_offset + audio_s)
+        if not self.publications:
+            self.ended.set()
 
-    def add(self, event: CaptionEvent) -> Caption:
-        """Number a pipeline caption into this stream's log (the stream's one sequence) and
-        wake the viewers."""
-        out = self.log.add(event.shifted(self.segment_offset, self.time_offset))
+    def add(self, event: CaptionEvent, pub: Publication | None = None) -> Caption:
+        """Number a pipeline caption of `pub`'s publisher into this room's log (its one
+        sequence) and wake the viewers."""
+        if pub is None:
+            pub = self.publications[0] if self.publications else Publication("", self.audio_s)
+        segment = pub.segments.get(event.segment)
+        if segment is None:
+            segment = pub.segments[event.segment] = self.next_segment
+            self.next_segment += 1
+            for old in sorted(pub.segments)[:-_SEGMENT_MEMORY]:
+                del pub.segments[old]
+        moved = event.shifted(segment - event.segment, pub.time_offset)
+        if pub.speaker:
+            moved = replace(moved, speaker=pub.speaker)
+        out = self.log.add(moved)
         self.next_segment = max(self.next_segment, out.segment + 1)
         for v in self.viewers:
             v.wake.set()
@@ -151,7 +200,8 @@ class Hub:
 
     @property
     def publishing(self) -> int:
-        return sum(1 for e in self._streams.values() if e.publishing)
+        """Publishers connected, over all rooms."""
+        return sum(len(e.publications) for e in self._streams.values())
 
     @property
     def viewers(self) -> int:
@@ -159,7 +209,8 @@ class Hub:
 
     def snapshot(self) -> dict[str, float]:
         return {
-            "streams": self.publishing,
+            "streams": sum(1 for e in self._streams.values() if e.publishing),
+            "publishers": self.publishing,
             "viewers": self.viewers,
             "retained": len(self._streams),
         }

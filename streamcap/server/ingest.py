@@ -24,7 +24,7 @@ from websockets.protocol import State
 from streamcap.audio.resample import StreamResampler
 
 from .config import LiveStreamLike
-from .hub import StreamEntry
+from .hub import Publication, StreamEntry
 from .protocol import (
     CloseCode,
     IngestPhase,
@@ -52,10 +52,15 @@ def _label(err: ProtocolError, default: str) -> str:
 class IngestSession:
     """See the module docstring. `request_stop` ends the receive loop; `done` is set at the end."""
 
-    def __init__(self, server: CaptionServer, ws: ServerConnection, stream: str) -> None:
+    def __init__(
+        self, server: CaptionServer, ws: ServerConnection, stream: str, speaker: str = ""
+    ) -> None:
         self.server = server
         self.ws = ws
         self.stream = stream
+        #: the publisher's name in its room (the `speaker` query parameter or start field)
+        self.speaker = speaker
+        self.publication: Publication | None = None
         cfg = server.config
         self.state = IngestState(
             max_frame_bytes=cfg.max_frame_bytes,
@@ -142,6 +147,8 @@ class IngestSession:
                 if isinstance(msg, str):
                     m = state.receive_text(msg, now)
                     if isinstance(m, StartMessage):
+                        if m.speaker and m.speaker != self.speaker:
+                            self.server.claim_speaker(self, m.speaker)  # ProtocolError if not
                         self._begin(m)
                         await ws.send(ready_message(self.stream, m.sample_rate))
                         continue
@@ -166,12 +173,14 @@ class IngestSession:
         """A valid start: from here on the stream exists (log, viewers, subtitles, recording)."""
         server = self.server
         entry = server.hub.entry(self.stream)
-        entry.begin_session()
+        pub = self.publication = entry.begin_session(self.speaker)
         self.entry = entry
         try:
-            self.live = server.stream_factory(self.stream, start, server.caption_callback(entry))
+            self.live = server.stream_factory(
+                self.stream, start, server.caption_callback(entry, pub)
+            )
         except BaseException:
-            entry.end_session(0.0)
+            entry.end_session(pub, 0.0)
             server.hub.release(entry)
             self.entry = None
             raise
@@ -179,8 +188,9 @@ class IngestSession:
         self.resampler = StreamResampler(start.sample_rate)
         server.rlog.info(
             "stream_start",
-            "stream %s started (%d Hz %s, %s, language %s, session %d)",
+            "stream %s%s started (%d Hz %s, %s, language %s, session %d)",
             self.stream,
+            f" speaker {self.speaker!r}" if self.speaker else "",
             start.sample_rate,
             start.format,
             "stereo" if start.channels == 2 else "mono",
@@ -219,14 +229,17 @@ class IngestSession:
         server = self.server
         entry = self.entry
         if entry is not None:
-            entry.end_session(self.state.audio_seconds)
+            assert self.publication is not None
+            entry.end_session(self.publication, self.state.audio_seconds)
             server.streams_changed()
-            server.recorder_close(self.stream)
+            if not entry.publishing:  # the room's last publisher: its log file closes
+                server.recorder_close(self.stream)
             server.hub.release(entry)
             server.rlog.info(
                 "stream_stop",
-                "stream %s stopped (%s; %.1f s of audio, last seq %d)",
+                "stream %s%s stopped (%s; %.1f s of audio, last seq %d)",
                 self.stream,
+                f" speaker {self.speaker!r}" if self.speaker else "",
                 outcome.replace("_", " "),
                 self.state.audio_seconds,
                 entry.log.last_seq,

@@ -74,6 +74,11 @@ class _LiveCollector(Collector):
             "streamcap_streams", "Streams with a publisher connected", value=hub.get("streams", 0)
         )
         yield GaugeMetricFamily(
+            "streamcap_publishers",
+            "Publishers connected (a stream is a room: it may have several speakers)",
+            value=hub.get("publishers", 0),
+        )
+        yield GaugeMetricFamily(
             "streamcap_streams_retained",
             "Streams kept in memory for replay and SRT/VTT (live and ended)",
             value=hub.get("retained", 0),

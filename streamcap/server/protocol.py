@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 
 from streamcap.audio.pcm import SAMPLE_BYTES, PcmFormat, pcm_to_float
+from streamcap.core.prompting import parse_vocabulary, stream_prompt
 
 Task = Literal["transcribe", "translate"]
 Route = Literal["ingest", "captions"]
@@ -41,7 +42,13 @@ STREAM_ID_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 EPOCH_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _LANGUAGE_RE = re.compile(r"[A-Za-z][A-Za-z_-]{1,31}")
 _SINCE_RE = re.compile(r"[0-9]{1,18}")
-_START_FIELDS = frozenset({"type", "sample_rate", "format", "channels", "language", "task"})
+_START_FIELDS = frozenset(
+    {"type", "sample_rate", "format", "channels", "language", "task", "prompt", "vocabulary",
+     "speaker"}
+)  # fmt: skip
+#: A publisher's name in a room: it goes into WebVTT voice tags and overlays, so no markup.
+MAX_SPEAKER_CHARS = 32
+_SPEAKER_BAD = re.compile(r"[<>&\"\x00-\x1f\x7f]")
 _MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: control frame payload 125 bytes, minus the code
 
 
@@ -87,6 +94,24 @@ class StartMessage:
     channels: int = 1
     language: str | None = None
     task: Task = "transcribe"
+    #: the stream's own prompt (`core.prompting.stream_prompt` of `prompt` and `vocabulary`)
+    prompt: str = ""
+    #: the publisher's name in its room ("" when not given)
+    speaker: str = ""
+
+
+def parse_speaker(value: object) -> str:
+    """A speaker name: 1-32 characters once spaces are collapsed, no markup or control
+    characters (it is shown in overlays and written into WebVTT ``<v Name>`` tags)."""
+    if not isinstance(value, str):
+        raise _bad(f"'speaker' must be a string, got {type(value).__name__}")
+    name = " ".join(value.split())
+    if not name or len(name) > MAX_SPEAKER_CHARS or _SPEAKER_BAD.search(name):
+        raise _bad(
+            f"invalid speaker name {value[:40]!r}: 1-{MAX_SPEAKER_CHARS} characters, "
+            "no < > & \" or control characters"
+        )
+    return name
 
 
 @dataclass(frozen=True)
@@ -117,8 +142,10 @@ def parse_start(text: str) -> StartMessage:
 
     Required: `type` "start", `sample_rate` (int, 8000..48000), `format` ("pcm_s16le" or
     "f32le"). Optional: `channels` (1 or 2, default 1), `language` (code or null = detect),
-    `task` ("transcribe" or "translate"). Unknown fields are rejected so that a typo such as
-    "langauge" fails loudly instead of silently auto-detecting.
+    `task` ("transcribe" or "translate"), `prompt` (text) and `vocabulary` (terms: a list, or
+    one comma-separated string) for the stream's own prompt, `speaker` (the publisher's name
+    in its room, as the `speaker` query parameter). Unknown fields are rejected so that a
+    typo such as "langauge" fails loudly instead of silently auto-detecting.
     """
     msg = _load_object(text, "start message")
     kind = msg.get("type")
@@ -155,9 +182,22 @@ def parse_start(text: str) -> StartMessage:
     task = msg.get("task", "transcribe")
     if task not in ("transcribe", "translate"):
         raise _bad(f"unsupported task {task!r}: use 'transcribe' or 'translate'")
+
+    prompt = msg.get("prompt", "")
+    if not isinstance(prompt, str):
+        raise _bad(f"'prompt' must be a string, got {type(prompt).__name__}")
+    vocabulary = msg.get("vocabulary", [])
+    if not isinstance(vocabulary, (str, list)):
+        raise _bad("'vocabulary' must be a list of strings or one comma-separated string")
+    try:
+        prompt = stream_prompt(prompt, parse_vocabulary(vocabulary))
+    except ValueError as e:
+        raise _bad(str(e)) from None
+    speaker = parse_speaker(msg["speaker"]) if msg.get("speaker") is not None else ""
     return StartMessage(
-        sample_rate=rate, format=fmt, channels=channels, language=language, task=task
-    )
+        sample_rate=rate, format=fmt, channels=channels, language=language, task=task,
+        prompt=prompt, speaker=speaker,
+    )  # fmt: skip
 
 
 def parse_control(text: str) -> StopMessage:
