@@ -35,7 +35,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
   if ! {
     .venv/bin/python -m pip install -q --upgrade pip &&
       .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}" &&
-      .venv/bin/python -m pip install -q -e ".${extras}"
+      .venv/bin/python -m pip install -q -e ".${extras}" &&
+      # speaker labels read only this wheel's voice-encoder weights (streamcap.speakers);
+      # its declared dependencies (the webrtcvad sdist, librosa) are not needed
+      .venv/bin/python -m pip install -q --no-deps resemblyzer==0.1.4
   } >.venv/setup.log 2>&1; then
     tail -n 30 .venv/setup.log >&2
     echo "setup: pip install failed (full log: .venv/setup.log)" >&2

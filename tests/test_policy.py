@@ -676,3 +676,34 @@ def test_without_early_finals_the_pause_is_confirmed_first() -> None:
     assert [c.text for c in d.finals()] == ["Good morning everyone"]
     assert d.finals()[0].end == pytest.approx(1.41)
     assert d.policy.early_finals["started"] == 0
+
+
+def test_a_commit_while_an_early_final_waits_voids_it() -> None:
+    """A partial still running when the pause began locks a sentence and cuts the window: the
+    early final (of audio from before the cut) must not send the committed words again."""
+    words = script("hello there. how", 0.0, 0.4)
+    cfg = PolicyConfig(partial_interval_s=0.3, pause_final_s=0.0, early_final_s=0.12)
+    decode = FakeDecoder(words, timed=True)
+    d = Driver(cfg, decode, cost=0.05)
+    d.events([SpeechStart(0.0)], 0.0)
+    for t, evs in audio_events(0.0, 1.1):
+        d.events(evs, t)
+    d.drain()
+    pol, log = d.policy, d.log
+    captions = [c for _, c in d.captions if c.type == "final"]
+    [partial] = pol.on_event(chunk(1.1, 1.2)).requests  # still running when the pause begins
+    assert partial.kind == "partial"
+    step = pol.on_event(chunk(1.2, 1.35, silent=0.15))
+    step.extend(pol.on_tick(1.35))
+    [early] = [r for r in step.requests if r.kind == "final"]
+    step = pol.on_result(partial, decode(partial), 1.45)  # locks and commits "hello there."
+    captions += [log.add(c) for c in step.captions]
+    assert pol.early_finals["voided"] == 1
+    step = pol.on_result(early, decode(early), 1.5)  # stale: ignored
+    step.extend(pol.on_tick(1.6))  # the pause holds: the rest of the window is decoded
+    captions += [log.add(c) for c in step.captions]
+    for r in step.requests:
+        if r.kind == "final":
+            captions += [log.add(c) for c in pol.on_result(r, decode(r), 1.8).captions]
+    text = " ".join(c.text for c in captions if c.type == "final")
+    assert norm_text(text).replace("~", "").split() == ["hello", "there", "how"], captions

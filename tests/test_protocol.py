@@ -80,6 +80,38 @@ def test_parse_start_full_and_defaults() -> None:
     assert parse_start('{"type":"start","sample_rate":8000,"format":"f32le"}').channels == 1
 
 
+def test_parse_start_prompt_vocabulary_and_speaker() -> None:
+    base = {"type": "start", "sample_rate": 16000, "format": "f32le"}
+    msg = parse_start(json.dumps({**base, "prompt": " A  talk\n", "vocabulary": ["gRPC", " Nguyen"],
+                                  "speaker": "  Zoë   Ōta "}))  # fmt: skip
+    assert (msg.prompt, msg.speaker) == ("A talk gRPC, Nguyen.", "Zoë Ōta")
+    one = parse_start(json.dumps({**base, "vocabulary": "Kubernetes; kubernetes, K8s"}))
+    assert one.prompt == "Kubernetes, K8s." and one.speaker == ""
+    assert parse_start(json.dumps(base)).prompt == ""
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"prompt": 5}, "'prompt' must be a string"),
+        ({"vocabulary": {"a": 1}}, "'vocabulary' must be a list"),
+        ({"vocabulary": ["ok", 3]}, "terms must be strings"),
+        ({"vocabulary": ["x" * 65]}, "over 64"),
+        ({"vocabulary": [f"t{i}" for i in range(101)]}, "at most 100"),
+        ({"prompt": "y" * 1001}, "at most 1000"),
+        ({"prompt": "bell\x07"}, "control characters"),
+        ({"speaker": "<b>Eve</b>"}, "invalid speaker name"),
+        ({"speaker": "   "}, "invalid speaker name"),
+        ({"speaker": "n" * 33}, "invalid speaker name"),
+        ({"speaker": 7}, "'speaker' must be a string"),
+    ],
+)
+def test_parse_start_refuses_bad_prompts_and_names(fields: dict, match: str) -> None:
+    base = {"type": "start", "sample_rate": 16000, "format": "f32le"}
+    with raises(CloseCode.UNSUPPORTED_DATA, match):
+        parse_start(json.dumps({**base, **fields}))
+
+
 @pytest.mark.parametrize(
     ("text", "match"),
     [

@@ -139,3 +139,25 @@ def test_a_start_message_may_name_the_speaker(server: ServerThread, speech: dict
         ws.send(json.dumps({**START, "speaker": "Fay"}))
         err = expect_close(ws, 1003)
         assert err is not None and "Fay" in err["reason"]
+
+
+def test_a_start_message_may_ask_for_voice_labels(server: ServerThread, speech: dict) -> None:
+    """One microphone, two voices (a LibriVox reader, then Kennedy, then the reader again):
+    `"speakers": "auto"` labels each final by voice, the same label for the same voice."""
+    gap = np.zeros(SR, np.float32)
+    jfk = speech["en_real_jfk"][int(4.9 * SR) :]  # "... ask not what your country can do ..."
+    audio = np.concatenate([
+        gap, speech["en_real_librivox_0870"], gap, jfk, gap, speech["en_real_librivox_0880"], gap
+    ])  # fmt: skip
+    viewer = Collector(server, "one-mic", token=None)
+    run_publish(server, "one-mic", audio, start_fields={"speakers": "auto"})
+
+    def label(v: Collector, word: str) -> str | None:
+        return next((e.get("speaker") for e in v.finals() if word in e["text"].lower()), None)
+
+    assert viewer.wait_for(lambda v: label(v, "disposed") is not None, 60), viewer.events
+    viewer.stop()
+    reader, kennedy = label(viewer, "dashwood"), label(viewer, "country")
+    assert reader and kennedy and reader.startswith("Speaker ") and kennedy != reader
+    assert label(viewer, "disposed") == reader  # the same voice again: the same label
+    assert all(e.get("speaker") in (reader, kennedy) for e in viewer.finals() if e["text"].strip())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.languages import resolve_language
 from streamcap.errors import UserError
@@ -161,12 +161,12 @@ def add_model_flags(
         g.add_argument(
             "--prompt", metavar="TEXT",
             help="text given to every decode as Whisper's prompt (what came before: a topic, "
-            "names, a spelling style)",
+            "names, a spelling style; default: none)",
         )  # fmt: skip
         g.add_argument(
             "--vocabulary", metavar="TERMS",
             help='words the model should know, comma-separated: "Kubernetes, Nguyen, gRPC" '
-            "(added to the prompt)",
+            "(added to the prompt; default: none)",
         )  # fmt: skip
     g.add_argument(
         "--threads",
@@ -189,10 +189,30 @@ def add_partial_interval(g: argparse._ArgumentGroup | argparse.ArgumentParser) -
     )
 
 
+def add_speakers_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """--speakers, for every command that runs the live pipeline."""
+    g.add_argument(
+        "--speakers", choices=("auto", "off"), default=None,
+        help="auto: label each final with the voice that spoke it (Speaker 1, Speaker 2, ...; "
+        "one microphone, several people); off (default): no labels",
+    )  # fmt: skip
+
+
 def add_live_flags(g: argparse._ArgumentGroup) -> None:
     """Flags of the live pipeline's captions (`dictate`, `transcribe --live`)."""
     add_partial_interval(g)
+    add_speakers_flag(g)
     g.add_argument("--no-partials", action="store_true", help="print finals only")
+
+
+def speaker_stage(args: argparse.Namespace, clock: Any = None) -> Any:
+    """The voice-label stage for --speakers auto (a `SpeakerLabeller`), else None. Missing
+    weights are one line (`VoiceEncoderMissing`, a UserError)."""
+    if getattr(args, "speakers", None) != "auto":
+        return None
+    from streamcap.runtime.labeller import SpeakerLabeller
+
+    return SpeakerLabeller(clock=clock)
 
 
 # --------------------------------------------------------------------------- the engine

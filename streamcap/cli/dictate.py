@@ -22,6 +22,7 @@ from streamcap.cli.common import (
     positive_float,
     prompt_of,
     say,
+    speaker_stage,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
 
@@ -88,10 +89,11 @@ class _Display:
             if self.live is not None:
                 self.live.update("", refresh=True)
             if cap.text.strip():
+                line = f"{cap.speaker}: {cap.text}" if cap.speaker else cap.text
                 if self.live is not None:
-                    self.live.console.print(cap.text, markup=False)
+                    self.live.console.print(line, markup=False)
                 else:
-                    print(cap.text, flush=True)
+                    print(line, flush=True)
         elif self.live is not None:
             from rich.text import Text
 
@@ -131,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     log = CaptionLog("mic")  # the sink numbers the stream's events
     captions: queue.Queue[CaptionEvent] = queue.Queue()
     stop = threading.Event()
-    stream = LiveStream("mic", worker, captions.put, config, RealClock())
+    clock = RealClock()
+    stream = LiveStream("mic", worker, captions.put, config, clock, speaker_stage(args, clock))
     mic = MicSource(device.index, capture_rate=args.capture_rate, chunk_s=0.05)
     previous = _on_sigint(stop)
     status = 0

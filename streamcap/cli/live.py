@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from streamcap.cli.common import live_config, load_engine, prompt_of, say
+from streamcap.cli.common import live_config, load_engine, prompt_of, say, speaker_stage
 from streamcap.cli.outputs import Writers, plan_outputs
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ def ready_engine(args: argparse.Namespace, config: LiveConfig) -> Engine:
 def format_caption(cap: Caption, at: float) -> str:
     """One line for a caption event: emit time, kind, segment, audio span, text."""
     kind = "FINAL  " if cap.type == "final" else "partial"
-    return f"[{at:7.2f}s] {kind} #{cap.segment:<3d} {cap.start:7.2f}-{cap.end:7.2f}  {cap.text}"
+    text = f"{cap.speaker}: {cap.text}" if cap.speaker else cap.text
+    return f"[{at:7.2f}s] {kind} #{cap.segment:<3d} {cap.start:7.2f}-{cap.end:7.2f}  {text}"
 
 
 def run_transcribe_live(args: argparse.Namespace) -> int:
@@ -77,7 +78,8 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
             if cap.type == "final" or show_partials:
                 print(format_caption(cap, stream.now()), flush=True)
 
-        stream = LiveStream("file", worker, on_caption, config, clock)
+        stage = speaker_stage(args, clock)
+        stream = LiveStream("file", worker, on_caption, config, clock, stage)
         wall0 = time.perf_counter()
         try:
             replay(stream, _chain(first, chunks), chunk_s=chunk_s)

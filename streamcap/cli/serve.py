@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from streamcap.cli.common import (
     add_model_flags,
     add_partial_interval,
+    add_speakers_flag,
     live_config,
     load_engine,
     positive_float,
@@ -184,7 +185,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         help="ended streams kept for replay",
     )
     g.add_argument("--web-dir", type=Path, help=argparse.SUPPRESS)
-    add_partial_interval(p.add_argument_group("captions"))
+    captions = p.add_argument_group("captions")
+    add_partial_interval(captions)
+    add_speakers_flag(captions)
 
 
 def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConfig:
@@ -307,7 +310,12 @@ def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig)
     from streamcap.server.config import live_stream_factory
 
     base = live_config(partial_interval=args.partial_interval, prompt=prompt_of(args))
-    return live_stream_factory(worker, base, config.default_language)
+    speakers = getattr(args, "speakers", None) or "off"
+    if speakers == "auto":  # load the voice encoder now: missing weights are one line at start
+        from streamcap.speakers.voice_encoder import weights_path
+
+        weights_path()
+    return live_stream_factory(worker, base, config.default_language, speakers)
 
 
 def _server_logging() -> None:

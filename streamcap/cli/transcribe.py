@@ -45,6 +45,7 @@ LIVE_ONLY = {
     "chunk": "--chunk",
     "partial_interval": "--partial-interval",
     "no_partials": "--no-partials",
+    "speakers": "--speakers",
 }
 #: Flags that only offline transcription reads, refused with --live.
 OFFLINE_ONLY = {

@@ -33,10 +33,6 @@ How an utterance becomes captions:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import numpy as np
-
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.cuts import cut_after, timings_for
@@ -47,6 +43,7 @@ from streamcap.core.policy_config import (
     PolicyConfig,
     RequestKind,
 )
+from streamcap.core.policy_window import DecodeInputs, DecodeRequest, Step, Window
 from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import (
     align_prefix,
@@ -68,109 +65,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, eq=False)
-class DecodeRequest:
-    """Decode `audio` (stream seconds `start`..`end`) of window `window`."""
-
-    id: int
-    kind: RequestKind
-    window: int
-    audio: np.ndarray
-    start: float
-    end: float
-    words: bool = False  # time its words (finals always; partials when commits cut)
-
-
-@dataclass(frozen=True)
-class DecodeInputs:
-    """What a request needs that is only known when the worker starts it."""
-
-    prompt: str
-    hypothesis: tuple[int, ...] | None
-
-
-@dataclass
-class Step:
-    """What one input produced: decode requests to submit and captions to deliver, in order."""
-
-    requests: list[DecodeRequest] = field(default_factory=list)
-    captions: list[CaptionEvent] = field(default_factory=list)
-
-    def extend(self, other: Step) -> None:
-        self.requests += other.requests
-        self.captions += other.captions
-
-
-# --------------------------------------------------------------------------- state
-
-
-@dataclass
-class _Window:
-    id: int
-    start: float  # stream seconds of its first sample
-    segment: int  # caption segment its next caption belongs to
-    seg_start: float  # stream seconds where that segment's text begins
-    utterance: int = 0  # the segmenter's utterance it belongs to (a split keeps it)
-    chunks: list[np.ndarray] = field(default_factory=list)
-    n: int = 0  # samples
-    first_end: float = 0.0  # stream seconds where its first piece of audio ended
-    closed: bool = False
-    partial_pending: int | None = None  # id of the outstanding partial request
-    last_partial_n: int = 0  # samples when the last partial was requested
-    hypothesis: tuple[int, ...] | None = None  # tokens of the latest partial result
-    history: list[list[str]] = field(default_factory=list)  # recent partials' unlocked words
-    history_end: list[float] = field(default_factory=list)  # their audio ends
-    locked: list[str] = field(default_factory=list)  # never change again
-    locked_end: float = 0.0
-    emitted: int = 0  # locked words already sent as finals
-    shown: bool = False  # a partial of `segment` is on screen
-    screen: list[str] = field(default_factory=list)  # its words as shown
-    voice_end: float = 0.0  # stream seconds where its last voiced frame ends
-    tentative: DecodeRequest | None = None  # its early final, valid while no voice follows
-    tentative_done: bool = False  # ... whose result has come (`tentative_result`)
-    tentative_result: DecodeResult | None = None
-
-    @property
-    def silence(self) -> float:
-        """Seconds of unvoiced audio at its end (a pause beginning)."""
-        return self.end - max(self.voice_end, self.start)
-
-    @property
-    def end(self) -> float:
-        return self.start + self.n / SAMPLE_RATE
-
-    @property
-    def duration(self) -> float:
-        return self.n / SAMPLE_RATE
-
-    def audio(self) -> np.ndarray:
-        if not self.chunks:
-            return np.zeros(0, dtype=np.float32)
-        if len(self.chunks) > 1:
-            self.chunks = [np.concatenate(self.chunks)]
-        return self.chunks[0]
-
-    def append(self, samples: np.ndarray) -> None:
-        self.chunks.append(samples)
-        self.n += len(samples)
-        if not self.first_end:
-            self.first_end = self.end
-
-    def cut(self, end: float) -> None:
-        keep = max(0, min(self.n, round((end - self.start) * SAMPLE_RATE)))
-        self.chunks = [self.audio()[:keep]]
-        self.n = keep
-
-    def drop_before(self, t: float) -> None:
-        """Forget the audio before stream time `t` (committed): the window starts there."""
-        skip = max(0, min(self.n, round((t - self.start) * SAMPLE_RATE)))
-        self.chunks = [self.audio()[skip:]]
-        self.n -= skip
-        self.start += skip / SAMPLE_RATE
-        self.last_partial_n = max(0, self.last_partial_n - skip)
-        self.first_end = max(self.first_end, self.start)
-
-
 class CaptionPolicy:
     """Per-stream partial/final decisions and text stabilisation (see the module docstring).
 
@@ -183,8 +77,8 @@ class CaptionPolicy:
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config or PolicyConfig()
-        self._window: _Window | None = None
-        self._closed: dict[int, _Window] = {}  # windows whose final decode is outstanding
+        self._window: Window | None = None
+        self._closed: dict[int, Window] = {}  # windows whose final decode is outstanding
         self._requests: dict[int, DecodeRequest] = {}
         self._next_id = 1
         self._next_window = 1
@@ -316,14 +210,14 @@ class CaptionPolicy:
 
     # ------------------------------------------------------------------ internals
 
-    def _request(self, kind: RequestKind, w: _Window) -> DecodeRequest:
+    def _request(self, kind: RequestKind, w: Window) -> DecodeRequest:
         words = kind == "final" or (self.config.cut_at_commits and self._may_commit(w))
         req = DecodeRequest(self._next_id, kind, w.id, w.audio(), w.start, w.end, words)
         self._next_id += 1
         self._requests[req.id] = req
         return req
 
-    def _may_commit(self, w: _Window) -> bool:
+    def _may_commit(self, w: Window) -> bool:
         """Whether the next partial of `w` may lock words to send as a final: the last one
         had a sentence end or enough words past what is sent. Only such partials are aligned
         (word times cost a decoder pass)."""
@@ -349,7 +243,7 @@ class CaptionPolicy:
         if w is None:
             seg = self._next_segment
             self._next_segment += 1
-            w = _Window(self._next_window, start, seg, start, self._utterance, voice_end=start)
+            w = Window(self._next_window, start, seg, start, self._utterance, voice_end=start)
             self._next_window += 1
             self._window = w
         w.append(samples)
@@ -359,11 +253,11 @@ class CaptionPolicy:
             if w.tentative is not None and w.voice_end > w.tentative.end + 1e-6:
                 self._void_tentative(w)
 
-    def _early_final_due(self, w: _Window) -> bool:
+    def _early_final_due(self, w: Window) -> bool:
         x = self.config.early_final_s
         return x is not None and w.tentative is None and w.silence >= x - 1e-6
 
-    def _void_tentative(self, w: _Window) -> None:
+    def _void_tentative(self, w: Window) -> None:
         """Speech resumed after an early final started: the window goes on, its result is
         dropped (but drafts the next decode: it is the window's hypothesis so far)."""
         req = w.tentative
@@ -396,7 +290,7 @@ class CaptionPolicy:
             w.last_partial_n = w.n
             step.requests.append(req)
 
-    def _close(self, w: _Window, step: Step, now: float) -> None:
+    def _close(self, w: Window, step: Step, now: float) -> None:
         """Finish window `w`: its early final if one is valid (the window is cut where that
         decode's audio ends: what follows is unvoiced), else request its exact final decode."""
         w.closed = True
@@ -415,7 +309,7 @@ class CaptionPolicy:
             self._closed[w.id] = w
 
     def _on_partial(
-        self, w: _Window, req: DecodeRequest, result: DecodeResult, now: float, step: Step
+        self, w: Window, req: DecodeRequest, result: DecodeResult, now: float, step: Step
     ) -> None:
         cfg = self.config
         words = result_words(result, cfg.guard, partial=True)
@@ -457,7 +351,7 @@ class CaptionPolicy:
 
     def _emit_locked(
         self,
-        w: _Window,
+        w: Window,
         now: float,
         step: Step,
         req: DecodeRequest,
@@ -496,6 +390,8 @@ class CaptionPolicy:
                 committed = tuple(t.shifted(req.start) for t in timings[:j])
         self._emit_final(w, text, w.seg_start, end, now, step, committed)
         if boundary is not None:  # the rest of the utterance is a window of its own
+            if w.tentative is not None:  # its early final decoded what is now committed
+                self._void_tentative(w)
             w.drop_before(req.start + boundary)
             w.locked = w.locked[w.emitted + cut :]
             w.emitted = 0
@@ -508,7 +404,7 @@ class CaptionPolicy:
         w.shown = False
         w.screen = []
 
-    def _finalise(self, w: _Window, result: DecodeResult | None, now: float, step: Step) -> None:
+    def _finalise(self, w: Window, result: DecodeResult | None, now: float, step: Step) -> None:
         words = result_words(result, self.config.guard) if result is not None else []
         if self.config.exact_finals:  # the exact decode, after the words already sent
             rest = words[align_prefix(w.locked[: w.emitted], words) :]
@@ -536,7 +432,7 @@ class CaptionPolicy:
 
     def _emit_final(
         self,
-        w: _Window,
+        w: Window,
         text: str,
         start: float,
         end: float,

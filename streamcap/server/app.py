@@ -55,6 +55,7 @@ from .protocol import (
 )
 from .ratelog import RateLimitedLog
 from .record import Recorder
+from .rooms import RoomClaims, who
 from .viewers import serve_viewer
 
 __all__ = ["CaptionServer", "ServerConfig", "StreamFactory", "live_stream_factory"]
@@ -91,7 +92,7 @@ class CaptionServer:
 
         self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
         #: (room, speaker name or "") -> its publisher's session
-        self._publishers: dict[tuple[str, str], IngestSession] = {}
+        self._publishers: RoomClaims[IngestSession] = RoomClaims(config.max_speakers_per_room)
         self.metrics = ServerMetrics(self.hub.snapshot, self._worker_metrics, _engine_info(worker))
         self.web_dir = config.web_dir or routes.default_web_dir()
         self.rlog = RateLimitedLog(log)
@@ -183,7 +184,7 @@ class CaptionServer:
         self._closing = True
         self._server.server.close()  # stop listening; open connections stay
         cfg = self.config
-        sessions = list(self._publishers.values())
+        sessions = list(self._publishers)
         for s in sessions:
             s.request_stop(CloseCode.GOING_AWAY, "server shutting down")
         if sessions:
@@ -344,53 +345,20 @@ class CaptionServer:
 
     # ---- ingest
 
-    def _who(self, stream: str, speaker: str) -> str:
-        return f"stream {stream!r}" + (f" speaker {speaker!r}" if speaker else "")
-
-    def _room_full(self, stream: str, speaker: str) -> ProtocolError | None:
-        """Why `speaker` may not join room `stream` now (it is not in it yet), or None."""
-        if (stream, speaker) in self._publishers:
-            what = f"speaker {speaker!r} is already" if speaker else "a publisher without a name is"
-            return ProtocolError(
-                CloseCode.POLICY_VIOLATION, f"{what} publishing in stream {stream!r}"
-            )
-        n = sum(1 for room, _ in self._publishers if room == stream)
-        if n >= self.config.max_speakers_per_room:
-            return ProtocolError(
-                CloseCode.POLICY_VIOLATION,
-                f"stream {stream!r} has its limit of {self.config.max_speakers_per_room} "
-                "publishers",
-            )
-        return None
-
     def claim_speaker(self, session: IngestSession, speaker: str) -> None:
-        """`session` names its speaker in its start message: it moves to that claim, or is
-        refused (ProtocolError) when the name is taken or was already another one."""
-        if session.speaker:
-            raise ProtocolError(
-                CloseCode.UNSUPPORTED_DATA,
-                f"start message names speaker {speaker!r}, the URL {session.speaker!r}",
-            )
-        if (session.stream, speaker) in self._publishers:  # taken (the room's count is the same)
-            err = self._room_full(session.stream, speaker)
-            assert err is not None
-            raise err
-        key = (session.stream, session.speaker)
-        if self._publishers.get(key) is session:
-            del self._publishers[key]
+        """`session` names its speaker in its start message (`RoomClaims.rename`)."""
+        self._publishers.rename(session.stream, session.speaker, speaker, session)
         session.speaker = speaker
-        self._publishers[(session.stream, speaker)] = session
 
     async def _ingest(self, ws: ServerConnection, stream: str, speaker: str = "") -> None:
         cfg = self.config
-        key = (stream, speaker)
-        # A stream is a room of publishers with distinct names (one without a name at most).
-        # The same publisher coming back (a dropped connection still finalising, or — with a
-        # publish token — one that is still open) takes over once the old session's audio is
+        # A stream is a room of publishers with distinct names (`rooms.RoomClaims`). The same
+        # publisher coming back (a dropped connection still finalising, or — with a publish
+        # token — one that is still open) takes over once the old session's audio is
         # finalised; anyone else is refused.
-        while (old := self._publishers.get(key)) is not None:
+        while (old := self._publishers.get(stream, speaker)) is not None:
             if old.connected and cfg.publish_token is None:
-                err = self._room_full(stream, speaker)
+                err = self._publishers.refusal(stream, speaker)
                 assert err is not None
                 await self.refuse(ws, err, "busy", stream)
                 return
@@ -401,7 +369,7 @@ class CaptionServer:
                 await asyncio.wait_for(old.done.wait(), cfg.finish_timeout_s + 5)
             except asyncio.TimeoutError:
                 err = ProtocolError(
-                    CloseCode.POLICY_VIOLATION, f"{self._who(stream, speaker)} is still finishing"
+                    CloseCode.POLICY_VIOLATION, f"{who(stream, speaker)} is still finishing"
                 )
                 await self.refuse(ws, err, "busy", stream)
                 return
@@ -409,7 +377,7 @@ class CaptionServer:
             err = ProtocolError(CloseCode.GOING_AWAY, "server shutting down")
             await self.refuse(ws, err, "shutdown", stream)
             return
-        room_err = self._room_full(stream, speaker)
+        room_err = self._publishers.refusal(stream, speaker)
         if room_err is not None:
             await self.refuse(ws, room_err, "busy", stream)
             return
@@ -425,13 +393,11 @@ class CaptionServer:
             await self.refuse(ws, err, "full", stream)
             return
         session = IngestSession(self, ws, stream, speaker)
-        self._publishers[key] = session
+        self._publishers.claim(stream, speaker, session)
         try:
             await session.run()
-        finally:
-            key = (stream, session.speaker)  # the start message may have named it
-            if self._publishers.get(key) is session:
-                del self._publishers[key]
+        finally:  # the start message may have named the speaker
+            self._publishers.release(stream, session.speaker, session)
 
     # ---- capacity (admission control: `core.capacity`, measured by the worker)
 
@@ -469,7 +435,7 @@ class CaptionServer:
         return out
 
     def caption_callback(
-        self, entry: StreamEntry, pub: Publication | None = None
+        self, entry: StreamEntry, pub: Publication
     ) -> Callable[[CaptionEvent], None]:
         loop = self._loop
         assert loop is not None
@@ -480,7 +446,7 @@ class CaptionServer:
 
         return on_caption
 
-    def _deliver(self, entry: StreamEntry, cap: CaptionEvent, pub: Publication | None) -> None:
+    def _deliver(self, entry: StreamEntry, cap: CaptionEvent, pub: Publication) -> None:
         out = entry.add(cap, pub)
         if self.recorder is not None:
             self.recorder.before_send(entry.log)

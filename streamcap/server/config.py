@@ -135,13 +135,29 @@ def live_stream_factory(
     worker: InferenceWorker,
     base_config: LiveConfig | None = None,
     default_language: str | None = None,
+    speakers: str = "off",
 ) -> StreamFactory:
     """Builds `LiveStream`s on `worker`, per-stream language, task and prompt from `start`
-    (a start message without a prompt or vocabulary gets the server's, `base_config.prompt`)."""
+    (a start message without a prompt or vocabulary gets the server's, `base_config.prompt`).
+
+    `speakers` "auto": streams are labelled by voice (`runtime.labeller.SpeakerLabeller`, one
+    voice encoder for all, loaded at the first such stream) unless their start says "off"; a
+    room's named publishers are never (their name says who spoke)."""
     from streamcap.runtime.clock import RealClock
     from streamcap.runtime.stream import LiveConfig, LiveStream
 
     base = base_config if base_config is not None else LiveConfig()
+
+    def labeller(clock: Any) -> Any:
+        from streamcap.errors import UserError
+        from streamcap.runtime.labeller import SpeakerLabeller
+
+        try:  # the process's one voice encoder, loaded at the first labelled stream
+            return SpeakerLabeller(clock=clock)
+        except UserError as e:  # its weights are not installed
+            raise ProtocolError(
+                CloseCode.UNSUPPORTED_DATA, f"speaker labels unavailable here: {e}"
+            ) from None
 
     def make(
         stream: str, start: StartMessage, on_caption: Callable[[CaptionEvent], None]
@@ -158,6 +174,9 @@ def live_stream_factory(
         cfg = dataclasses.replace(
             base, language=language, task=start.task, prompt=start.prompt or base.prompt
         )
-        return LiveStream(stream, worker, on_caption, cfg, RealClock())
+        clock = RealClock()
+        mode = start.speakers or speakers
+        stage = labeller(clock) if mode == "auto" and not start.speaker else None
+        return LiveStream(stream, worker, on_caption, cfg, clock, stage)
 
     return make

@@ -124,11 +124,9 @@ class StreamEntry:
         if not self.publications:
             self.ended.set()
 
-    def add(self, event: CaptionEvent, pub: Publication | None = None) -> Caption:
+    def add(self, event: CaptionEvent, pub: Publication) -> Caption:
         """Number a pipeline caption of `pub`'s publisher into this room's log (its one
         sequence) and wake the viewers."""
-        if pub is None:
-            pub = self.publications[0] if self.publications else Publication("", self.audio_s)
         segment = pub.segments.get(event.segment)
         if segment is None:
             segment = pub.segments[event.segment] = self.next_segment

@@ -44,7 +44,7 @@ _LANGUAGE_RE = re.compile(r"[A-Za-z][A-Za-z_-]{1,31}")
 _SINCE_RE = re.compile(r"[0-9]{1,18}")
 _START_FIELDS = frozenset(
     {"type", "sample_rate", "format", "channels", "language", "task", "prompt", "vocabulary",
-     "speaker"}
+     "speaker", "speakers"}
 )  # fmt: skip
 #: A publisher's name in a room: it goes into WebVTT voice tags and overlays, so no markup.
 MAX_SPEAKER_CHARS = 32
@@ -98,6 +98,8 @@ class StartMessage:
     prompt: str = ""
     #: the publisher's name in its room ("" when not given)
     speaker: str = ""
+    #: voice labels for this stream: "auto", "off", or None for the server's `--speakers`
+    speakers: str | None = None
 
 
 def parse_speaker(value: object) -> str:
@@ -144,7 +146,8 @@ def parse_start(text: str) -> StartMessage:
     "f32le"). Optional: `channels` (1 or 2, default 1), `language` (code or null = detect),
     `task` ("transcribe" or "translate"), `prompt` (text) and `vocabulary` (terms: a list, or
     one comma-separated string) for the stream's own prompt, `speaker` (the publisher's name
-    in its room, as the `speaker` query parameter). Unknown fields are rejected so that a
+    in its room, as the `speaker` query parameter), `speakers` ("auto": label finals by voice,
+    "off"; default: the server's). Unknown fields are rejected so that a
     typo such as "langauge" fails loudly instead of silently auto-detecting.
     """
     msg = _load_object(text, "start message")
@@ -194,9 +197,12 @@ def parse_start(text: str) -> StartMessage:
     except ValueError as e:
         raise _bad(str(e)) from None
     speaker = parse_speaker(msg["speaker"]) if msg.get("speaker") is not None else ""
+    speakers = msg.get("speakers")
+    if speakers not in (None, "auto", "off"):
+        raise _bad(f"unsupported speakers {speakers!r}: use 'auto' (voice labels) or 'off'")
     return StartMessage(
         sample_rate=rate, format=fmt, channels=channels, language=language, task=task,
-        prompt=prompt, speaker=speaker,
+        prompt=prompt, speaker=speaker, speakers=speakers,
     )  # fmt: skip
 
 

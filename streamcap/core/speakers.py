@@ -1,0 +1,290 @@
+"""Who is speaking, from voice embeddings: online clustering into persistent labels, and where a
+final splits when the voice changes inside it. Pure (numpy only): the embeddings come from
+`streamcap.speakers.VoiceEncoder`, the caption stage that uses this is
+`streamcap.runtime.labeller.SpeakerLabeller`.
+
+- `SpeakerTracker`: one meeting's speakers. Each is a running centroid of the unit embeddings
+  assigned to it with confidence. A final goes to the nearest centroid (cosine similarity) when
+  that is close enough; otherwise, with enough speech and room for one more, it founds a new
+  speaker. Decisions are final: a label never changes once given (nothing is re-clustered).
+- `change_point`: the word boundary inside a final where the embeddings of the partial windows
+  before it and after it differ most, when they differ enough.
+
+Similarities are cosines of unit vectors (resemblyzer's embeddings are non-negative, so they
+lie in [0, 1]). Defaults were measured with scripts/eval_meeting.py on the dev long-form files
+(see `SpeakerConfig`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from streamcap.decoding.options import WordTiming
+
+Vector = npt.NDArray[np.float32]
+Matrix = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class SpeakerConfig:
+    """Speaker labelling tuning. "Measured": scripts/eval_meeting.py ``--replay`` on the finals
+    of a base-model run of the dev files lf3 (recorded speech, ten speakers) and lf2 (four
+    synthetic voices), DER with a 0.25 s collar, cpWER minus stream WER in points.
+
+    - match_threshold: a final with at least `match_long_s` of speech whose similarity to the
+      nearest speaker's centroid is at least this is that speaker; otherwise (with
+      `new_speaker_s` of speech) it founds a new one. On the reference utterances, 95 % of
+      same-speaker pairs are above 0.73 and 99 % of different-speaker pairs below 0.70 (lf3);
+      0.84 / 0.75 (lf2). 0.72-0.78 all gave the same labels.
+    - short_match_threshold: the threshold for a final of `new_speaker_s`, rising linearly to
+      `match_threshold` at `match_long_s`: a short clip's embedding lies further from its own
+      centroid (lf2's 1.1 s "Great." was 0.68 from its speaker's; true newcomers of 1.2-1.8 s
+      were 0.53-0.65 from everyone). One threshold of 0.72 for all: a fifth label on lf2
+      (DER 0.009, cpWER +1.0 against 0.003, +0.5); 0.64-0.68 gave the same labels.
+    - match_long_s: see above (2-4 s gave the same labels).
+    - new_speaker_s: the least speech (seconds) that may found a new speaker; a shorter final
+      joins the nearest speaker. 1.2: lf3's only utterance of one speaker (1.16 s) joins
+      another (cpWER +2.8 against +1.6); 0.8-1.0 the same labels.
+    - max_speakers: labels are never more than this; past it every final joins the nearest.
+    - update_threshold: a final updates its speaker's centroid only at this similarity or more
+      (and with at least `min_embed_s` of speech), so a doubtful assignment does not drag the
+      centroid towards another voice (0-0.85 gave the same labels on the dev files: a guard).
+    - max_weight_s: speech seconds one final counts for at most in a centroid, so a long
+      reading does not freeze its speaker's centroid (3-100 s: the same labels; a guard).
+    - min_embed_s: finals with less speech than this (one-word answers) have no trustworthy
+      embedding: see `short` (0.5-1.0 gave the same labels).
+    - short: what a final under `min_embed_s` gets: "nearest" the nearest speaker (no new
+      speaker, no update), "previous" the label of the final before it, "none" no label ("").
+      On lf2 a short final is mostly a turn's first word ("Agreed.", "Okay"), i.e. a new
+      speaker: "previous" gave cpWER +2.7, "none" +3.0, "nearest" +0.5 (lf3: all alike).
+    - split_threshold: a final is split at a word boundary when the mean embeddings of the
+      windows before and after it are less similar than this, and its pieces then go to
+      different speakers (else it stays whole). Measured on 50 synthetic two-voice finals
+      (two dev utterances of different speakers 0.15 s apart) and 30 same-voice ones: 0.70
+      found 49 of 50 changes (44 at the right word +-1) and split no same-voice final; false
+      splits start at 0.78 (1 of 30; 13 at 0.85); 0.62 found 41.
+    - min_piece_s: the least speech (first word start to last word end) on each side of a
+      split: a piece needs about one whole 1.6 s window of its own.
+    - window_hop_s: hop between the 1.6 s windows along a final (their mean is the final's
+      embedding; their sides are compared for a split). 0.8 halves the cost and gave the same
+      labels, but only 35 of the 50 synthetic changes at the right word +-1 (0.4: 44).
+    - max_pieces: the most pieces one final is split into.
+    """
+
+    match_threshold: float = 0.75
+    short_match_threshold: float = 0.66
+    match_long_s: float = 3.0
+    new_speaker_s: float = 1.0
+    max_speakers: int = 12
+    update_threshold: float = 0.78
+    max_weight_s: float = 6.0
+    min_embed_s: float = 0.8
+    short: Literal["previous", "nearest", "none"] = "nearest"
+    split_threshold: float = 0.70
+    min_piece_s: float = 1.6
+    window_hop_s: float = 0.4
+    max_pieces: int = 3
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.match_threshold <= 1.0 or not 0.0 <= self.update_threshold <= 1.0:
+            raise ValueError("similarity thresholds must be in [0, 1]")
+        if self.max_speakers < 1 or self.max_pieces < 1:
+            raise ValueError("max_speakers and max_pieces must be >= 1")
+        if self.window_hop_s <= 0 or self.max_weight_s <= 0:
+            raise ValueError("window_hop_s and max_weight_s must be > 0")
+        if self.short not in ("previous", "nearest", "none"):
+            raise ValueError("short must be 'previous', 'nearest' or 'none'")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where one embedding goes: ``speaker`` (an index, or None: no label), the similarity to
+    that speaker's centroid (1.0 for a new one), and whether it founds a new speaker."""
+
+    speaker: int | None
+    similarity: float
+    new: bool = False
+
+
+def unit(v: npt.NDArray[np.floating]) -> Vector:
+    """``v`` scaled to unit length (zeros stay zeros)."""
+    x = np.asarray(v, dtype=np.float32)
+    n = float(np.linalg.norm(x))
+    return x / np.float32(n) if n > 0 else x
+
+
+def label_name(index: int) -> str:
+    """The label of speaker ``index``: "Speaker 1", "Speaker 2", ..."""
+    return f"Speaker {index + 1}"
+
+
+class SpeakerTracker:
+    """One meeting's speakers (online, decisions never revised).
+
+    ``decide(embedding, speech_s)`` says where a final goes without changing anything;
+    ``commit`` applies it (founds the speaker, or updates the centroid when confident);
+    ``assign`` does both. ``previous`` is the last committed speaker.
+    """
+
+    def __init__(self, config: SpeakerConfig | None = None) -> None:
+        self.config = config or SpeakerConfig()
+        self._sums: list[npt.NDArray[np.float64]] = []
+        self.speech_s: list[float] = []
+        self.previous: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._sums)
+
+    def centroids(self) -> Matrix:
+        """(speakers, dim) unit centroids."""
+        if not self._sums:
+            return np.zeros((0, 0), np.float32)
+        return np.stack([unit(s) for s in self._sums])
+
+    def similarities(self, embedding: Vector) -> npt.NDArray[np.float32]:
+        """Cosine similarity of a unit embedding to each speaker's centroid."""
+        if not self._sums:
+            return np.zeros(0, np.float32)
+        return np.asarray(self.centroids() @ unit(embedding), dtype=np.float32)
+
+    def threshold(self, speech_s: float) -> float:
+        """The similarity that makes a final of ``speech_s`` seconds a known speaker's:
+        `short_match_threshold` at `new_speaker_s`, rising linearly to `match_threshold` at
+        `match_long_s` (a shorter clip's embedding is noisier, so it lies further from its
+        own speaker's centroid)."""
+        cfg = self.config
+        lo, hi = cfg.short_match_threshold, cfg.match_threshold
+        span = cfg.match_long_s - cfg.new_speaker_s
+        f = 1.0 if span <= 0 else min(1.0, max(0.0, (speech_s - cfg.new_speaker_s) / span))
+        return lo + f * (hi - lo)
+
+    def decide(self, embedding: Vector, speech_s: float) -> Decision:
+        """Where a final of ``speech_s`` seconds with this unit embedding goes (see
+        `SpeakerConfig`); nothing changes until `commit`. The meeting's first final with at
+        least `min_embed_s` founds Speaker 1."""
+        cfg = self.config
+        sims = self.similarities(embedding)
+        best = int(np.argmax(sims)) if sims.size else None
+        if speech_s < cfg.min_embed_s:  # too little speech for a trustworthy embedding
+            if cfg.short == "none" or best is None:
+                return Decision(None, 0.0)
+            k = self.previous if cfg.short == "previous" and self.previous is not None else best
+            return Decision(k, float(sims[k]))
+        if best is None:  # nobody yet
+            return Decision(0, 1.0, new=True)
+        best_sim = float(sims[best])
+        if best_sim >= self.threshold(speech_s):
+            return Decision(best, best_sim)
+        if speech_s >= cfg.new_speaker_s and len(self._sums) < cfg.max_speakers:
+            return Decision(len(self._sums), 1.0, new=True)
+        return Decision(best, best_sim)
+
+    def copy(self) -> SpeakerTracker:
+        """An independent copy (to try decisions and go back)."""
+        other = SpeakerTracker(self.config)
+        other._sums = list(self._sums)  # arrays are replaced on update, never changed
+        other.speech_s = list(self.speech_s)
+        other.previous = self.previous
+        return other
+
+    def without_audio(self) -> Decision:
+        """A final whose audio is not there (left the buffer): as a short one would be, by
+        `short`, but with no embedding ("nearest" has nothing to compare: the previous)."""
+        if self.config.short == "none" or self.previous is None:
+            return Decision(None, 0.0)
+        return Decision(self.previous, 0.0)
+
+    def commit(self, decision: Decision, embedding: Vector, speech_s: float) -> None:
+        """Apply a `decide` result: found the speaker, or count the final in (its centroid
+        moves only for a confident decision with enough speech)."""
+        cfg = self.config
+        if decision.speaker is None:
+            return
+        weight = min(speech_s, cfg.max_weight_s)
+        e = unit(embedding).astype(np.float64)
+        if decision.new:
+            if decision.speaker != len(self._sums):
+                raise ValueError("a new speaker must be the next index")
+            self._sums.append(e * weight)
+            self.speech_s.append(speech_s)
+        else:
+            k = decision.speaker
+            self.speech_s[k] += speech_s
+            if decision.similarity >= cfg.update_threshold and speech_s >= cfg.min_embed_s:
+                self._sums[k] = self._sums[k] + e * weight
+        self.previous = decision.speaker
+
+    def assign(self, embedding: Vector, speech_s: float) -> Decision:
+        """`decide`, then `commit`."""
+        d = self.decide(embedding, speech_s)
+        self.commit(d, embedding, speech_s)
+        return d
+
+
+# --------------------------------------------------------------------------- change points
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A final's voice changes before word ``index`` (0 < index < words); ``similarity`` of
+    the windows' mean embeddings before and after the boundary at ``time`` (stream seconds)."""
+
+    index: int
+    time: float
+    similarity: float
+
+
+def side_windows(
+    starts: Sequence[float] | npt.NDArray[np.float64],
+    window_s: float,
+    boundary: float,
+    tolerance: float,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Masks of the windows ``[start, start + window_s]`` that lie before ``boundary`` and
+    after it, each allowed to reach ``tolerance`` seconds across."""
+    s = np.asarray(starts, dtype=np.float64)
+    return s + window_s <= boundary + tolerance, s >= boundary - tolerance
+
+
+def change_point(
+    words: Sequence[WordTiming],
+    starts: Sequence[float] | npt.NDArray[np.float64],
+    embeddings: Matrix,
+    window_s: float,
+    config: SpeakerConfig,
+    tolerance: float = 0.25,
+) -> ChangePoint | None:
+    """The word boundary where the voice changes most inside ``words`` (one final's, stream
+    seconds), or None: windows ``embeddings[i]`` cover ``[starts[i], starts[i] + window_s]``
+    (stream seconds). Each side needs `min_piece_s` of speech and at least one window; the
+    means of the two sides must be less similar than `split_threshold`."""
+    best: ChangePoint | None = None
+    if len(words) < 2 or len(embeddings) < 2:
+        return None
+    first, last = words[0].start, words[-1].end
+    for k in range(1, len(words)):
+        left_s = words[k - 1].end - first
+        right_s = last - words[k].start
+        if left_s < config.min_piece_s or right_s < config.min_piece_s:
+            continue
+        boundary = (words[k - 1].end + words[k].start) / 2
+        left, right = side_windows(starts, window_s, boundary, tolerance)
+        if not left.any() or not right.any():
+            continue
+        sim = float(unit(embeddings[left].mean(axis=0)) @ unit(embeddings[right].mean(axis=0)))
+        if best is None or sim < best.similarity:
+            best = ChangePoint(k, boundary, sim)
+    if best is None or best.similarity >= config.split_threshold:
+        return None
+    return best
+
+
+def mean_embedding(embeddings: Matrix, mask: npt.NDArray[np.bool_] | None = None) -> Vector:
+    """The unit mean of (a subset of) window embeddings (resemblyzer's utterance embedding)."""
+    rows = embeddings if mask is None else embeddings[mask]
+    return unit(rows.mean(axis=0)) if len(rows) else np.zeros(embeddings.shape[1], np.float32)

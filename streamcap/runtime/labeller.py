@@ -1,0 +1,271 @@
+"""Speaker labels from one microphone: a `CaptionStage` that names the voice of every final.
+
+`SpeakerLabeller` keeps the last `buffer_s` seconds of the stream's audio (`feed`). On each final
+with text (`process`) it embeds the final's audio (its words' span, else ``[start, end]``) with
+the voice encoder as 1.6 s windows every `SpeakerConfig.window_hop_s`, looks for a change of
+voice between two words (`core.speakers.change_point`), and gives each piece a label from the
+meeting's `SpeakerTracker` ("Speaker 1", "Speaker 2", ...). A label is decided when its final
+is emitted and never revised.
+
+Segments. The policy numbers segments 1, 2, ...; a split final becomes several finals, so the
+stage renumbers: the first piece keeps its segment's number (it replaces that segment's partial
+line on a viewer's screen), each further piece takes the next number, and every later event,
+partials included, is shifted by the pieces added so far. A partial of the *next* segment that
+was already on screen when the split happened has that next number: the split's second piece
+replaces it (its own text belongs above it anyway), and the next partial of that segment comes
+one number further on. Nothing is left on screen that no final supersedes.
+
+Partials carry no speaker (""): labels are decided on finals only, from all of their audio;
+a guess on a partial could only change under the viewer's eyes. Empty finals (they clear a
+partial) pass through unlabelled.
+
+Cost: the embedding runs here, under the stream's lock, on the thread that delivers the final
+(the worker's), before the final is delivered; `LabelRecord.embed_ms` records it per final. On
+a `SimulatedClock` it is charged to the clock (`clock.measure()`), as if the one processor did
+it between decodes. Measured with scripts/eval_meeting.py (base model, simulated clock, the
+2-core CPU of the dev machine): 54 ms per final on lf3 (p95 110 ms, 17 ms per second of final
+audio; 85 finals of 0.6-8 s), 55 ms on lf2 (p95 93 ms); linear in a final's length (a 29.5 s
+window's final would take about 0.5 s). Under a second job on the same two cores it doubled
+(103 / 115 ms).
+
+Audio: a final's audio must still be in the buffer when its decode comes back; one that
+is not (the worker more than `buffer_s` behind) gets the previous final's label.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from streamcap.core.captions import CaptionEvent
+from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.speakers import (
+    ChangePoint,
+    Decision,
+    SpeakerConfig,
+    SpeakerTracker,
+    change_point,
+    label_name,
+    mean_embedding,
+)
+from streamcap.decoding.options import WordTiming
+
+if TYPE_CHECKING:
+    from streamcap.runtime.clock import Clock
+    from streamcap.speakers.voice_encoder import VoiceEncoder
+
+#: Seconds of audio embedded around a final's words (DTW word times can be a little off).
+PAD_S = 0.1
+#: Seconds a window may reach across a boundary and still count for one side.
+_TOL = 0.25
+
+
+@dataclass(frozen=True)
+class LabelRecord:
+    """What the stage decided for one final (for evaluation and metrics)."""
+
+    segment: int
+    start: float
+    end: float
+    speech_s: float
+    pieces: int
+    speakers: tuple[str, ...]
+    similarities: tuple[float, ...]
+    embed_ms: float
+    split_similarity: float | None = None
+
+
+class SpeakerLabeller:
+    """A `CaptionStage` (``runtime.stream``) that labels finals by voice; one per stream.
+
+    - ``encoder``: a `VoiceEncoder` (thread-safe; one may serve every stream of a process).
+      None: the process's shared one (`speakers.shared_encoder`, loaded on first use; the
+      resemblyzer wheel's weights must be installed, else `VoiceEncoderMissing`, a
+      `UserError`).
+    - ``config``: `SpeakerConfig` (thresholds, see its docstring).
+    - ``buffer_s``: seconds of audio kept (a final's audio must still be there when its
+      decode comes back; finals are at most `PolicyConfig.max_window_s` long).
+    - ``clock``: the stream's clock; on a `SimulatedClock` the embedding time is charged.
+    """
+
+    def __init__(
+        self,
+        encoder: VoiceEncoder | None = None,
+        config: SpeakerConfig | None = None,
+        buffer_s: float = 60.0,
+        clock: Clock | None = None,
+    ) -> None:
+        if encoder is None:
+            from streamcap.speakers.voice_encoder import shared_encoder
+
+            encoder = shared_encoder()
+        if buffer_s <= 0:
+            raise ValueError("buffer_s must be > 0")
+        self.encoder = encoder
+        self.config = config or SpeakerConfig()
+        self.tracker = SpeakerTracker(self.config)
+        self.clock = clock
+        self._buf = np.zeros(int(round(buffer_s * SAMPLE_RATE)), np.float32)
+        self._fed = 0  # samples fed since stream time 0
+        self._shift = 0  # segments added by splits so far
+        self.records: list[LabelRecord] = []
+        from streamcap.speakers.voice_encoder import PARTIAL_S
+
+        self._window_s = PARTIAL_S
+
+    # ------------------------------------------------------------------ CaptionStage
+
+    def feed(self, samples: np.ndarray) -> None:
+        """Keep the stream's audio (16 kHz mono, in order from stream time 0)."""
+        x = np.asarray(samples, dtype=np.float32).reshape(-1)
+        size = self._buf.size
+        if x.size >= size:
+            self._buf[:] = x[-size:]
+        else:
+            pos = self._fed % size
+            head = min(size - pos, x.size)
+            self._buf[pos : pos + head] = x[:head]
+            self._buf[: x.size - head] = x[head:]
+        self._fed += x.size
+
+    def process(self, event: CaptionEvent) -> list[CaptionEvent]:
+        """The events to deliver for ``event``: renumbered, and a final with text labelled
+        (and split where the voice changes)."""
+        ev = replace(event, segment=event.segment + self._shift) if self._shift else event
+        if ev.type != "final" or not ev.text.strip():
+            return [ev]
+        pieces = self._label(ev)
+        self._shift += len(pieces) - 1
+        return pieces
+
+    # ------------------------------------------------------------------ audio
+
+    @property
+    def fed_s(self) -> float:
+        """Stream seconds of audio fed so far."""
+        return self._fed / SAMPLE_RATE
+
+    def audio(self, start: float, end: float) -> tuple[np.ndarray, float]:
+        """(samples of ``[start, end]`` still in the buffer, the stream time of the first)."""
+        a = max(int(round(start * SAMPLE_RATE)), self._fed - self._buf.size, 0)
+        b = min(int(round(end * SAMPLE_RATE)), self._fed)
+        if b <= a:
+            return np.zeros(0, np.float32), a / SAMPLE_RATE
+        size = self._buf.size
+        idx = np.arange(a, b) % size
+        return self._buf[idx], a / SAMPLE_RATE
+
+    # ------------------------------------------------------------------ labels
+
+    def _label(self, ev: CaptionEvent) -> list[CaptionEvent]:
+        words = ev.words
+        if words:  # the words' span and a little around it, inside the final's audio
+            t0 = max(ev.start, words[0].start - PAD_S)
+            t1 = min(max(ev.end, words[-1].end), words[-1].end + PAD_S)
+            speech = words[-1].end - words[0].start
+        else:
+            t0, t1 = ev.start, ev.end
+            speech = t1 - t0
+        clip, clip_t0 = self.audio(t0, t1)
+        if clip.size < SAMPLE_RATE // 10:  # gone from the buffer (or never there)
+            return self._emit(ev, [(ev, self.tracker.without_audio())], speech, 0.0, None)
+        t_start = time.perf_counter()
+        if self.clock is not None:
+            with self.clock.measure():
+                starts, emb = self.encoder.embed_partials(clip, self.config.window_hop_s)
+        else:
+            starts, emb = self.encoder.embed_partials(clip, self.config.window_hop_s)
+        embed_ms = (time.perf_counter() - t_start) * 1000.0
+        starts = starts + clip_t0
+        cuts = self._cuts(words, starts, emb) if words else []
+        if not cuts:
+            d = self.tracker.assign(mean_embedding(emb), speech)
+            return self._emit(ev, [(ev, d)], speech, embed_ms, None)
+        # each piece in order, a neighbour of the same speaker merged back; if that leaves one
+        # piece, the final is taken whole instead (as if no change had been seen)
+        before = self.tracker.copy()
+        bounds = [0, *sorted(c.index for c in cuts), len(words)]
+        ranges: list[tuple[int, int, Decision]] = []
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            piece = words[a:b]
+            mask = (starts >= piece[0].start - _TOL - PAD_S) & (
+                starts + self._window_s <= piece[-1].end + _TOL + PAD_S
+            )
+            if not mask.any():  # no window inside the piece: the one nearest its middle
+                middle = (piece[0].start + piece[-1].end - self._window_s) / 2
+                mask[int(np.argmin(np.abs(starts - middle)))] = True
+            d = self.tracker.assign(mean_embedding(emb, mask), piece[-1].end - piece[0].start)
+            if ranges and ranges[-1][2].speaker == d.speaker:
+                ranges[-1] = (ranges[-1][0], b, ranges[-1][2])
+            else:
+                ranges.append((a, b, d))
+        split_sim = min(c.similarity for c in cuts)
+        if len(ranges) == 1:
+            self.tracker = before
+            d = self.tracker.assign(mean_embedding(emb), speech)
+            return self._emit(ev, [(ev, d)], speech, embed_ms, split_sim)
+        pieces = self._pieces(ev, [words[a:b] for a, b, _ in ranges])
+        labelled = [(p, r[2]) for p, r in zip(pieces, ranges, strict=True)]
+        return self._emit(ev, labelled, speech, embed_ms, split_sim)
+
+    def _cuts(
+        self, words: tuple[WordTiming, ...], starts: np.ndarray, emb: np.ndarray
+    ) -> list[ChangePoint]:
+        """Where the voice changes inside the final (word indices, at most `max_pieces` - 1),
+        found by halving: the strongest change, then again inside each side."""
+        cfg = self.config
+        cuts: list[ChangePoint] = []
+        todo = [(0, len(words))]
+        while todo and len(cuts) + 1 < cfg.max_pieces:
+            a, b = todo.pop(0)
+            inside = (starts >= words[a].start - _TOL - PAD_S) & (
+                starts + self._window_s <= words[b - 1].end + _TOL + PAD_S
+            )
+            cp = change_point(words[a:b], starts[inside], emb[inside], self._window_s, cfg)
+            if cp is None:
+                continue
+            cuts.append(replace(cp, index=a + cp.index))
+            todo += [(a, a + cp.index), (a + cp.index, b)]
+        return cuts
+
+    def _pieces(self, ev: CaptionEvent, pieces: list[tuple[WordTiming, ...]]) -> list[CaptionEvent]:
+        """The final ``ev`` as one final per piece of its words, numbered from its segment;
+        a piece ends (and the next starts) halfway between their words."""
+        out: list[CaptionEvent] = []
+        for i, piece in enumerate(pieces):
+            text = " ".join(w.word for w in piece)
+            start = ev.start if i == 0 else (pieces[i - 1][-1].end + piece[0].start) / 2
+            end = ev.end if i == len(pieces) - 1 else (piece[-1].end + pieces[i + 1][0].start) / 2
+            out.append(
+                replace(
+                    ev, segment=ev.segment + i, text=text, start=start, end=end,
+                    committed_chars=len(text), words=piece,
+                    latency_ms=ev.latency_ms + max(0.0, ev.end - end) * 1000.0,
+                )
+            )  # fmt: skip
+        return out
+
+    def _emit(
+        self,
+        ev: CaptionEvent,
+        labelled: list[tuple[CaptionEvent, Decision]],
+        speech_s: float,
+        embed_ms: float,
+        split_sim: float | None,
+    ) -> list[CaptionEvent]:
+        out = [
+            replace(p, speaker=label_name(d.speaker) if d.speaker is not None else "")
+            for p, d in labelled
+        ]
+        self.records.append(
+            LabelRecord(
+                segment=ev.segment, start=ev.start, end=ev.end, speech_s=speech_s,
+                pieces=len(out), speakers=tuple(p.speaker for p in out),
+                similarities=tuple(round(d.similarity, 4) for _, d in labelled),
+                embed_ms=embed_ms, split_similarity=split_sim,
+            )
+        )  # fmt: skip
+        return out
