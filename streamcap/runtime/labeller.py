@@ -35,6 +35,7 @@ is not (the worker more than `buffer_s` behind) gets the previous final's label.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
 
 #: Seconds of audio embedded around a final's words (DTW word times can be a little off).
 PAD_S = 0.1
+#: Label decisions kept for evaluation and metrics (`SpeakerLabeller.records`).
+MAX_RECORDS = 10_000
 #: Seconds a window may reach across a boundary and still count for one side.
 _TOL = 0.25
 
@@ -111,7 +114,8 @@ class SpeakerLabeller:
         self._buf = np.zeros(int(round(buffer_s * SAMPLE_RATE)), np.float32)
         self._fed = 0  # samples fed since stream time 0
         self._shift = 0  # segments added by splits so far
-        self.records: list[LabelRecord] = []
+        #: the latest decisions (bounded: a server's stream may run for days)
+        self.records: deque[LabelRecord] = deque(maxlen=MAX_RECORDS)
         from streamcap.speakers.voice_encoder import PARTIAL_S
 
         self._window_s = PARTIAL_S
