@@ -88,6 +88,8 @@ def test_parse_start_prompt_vocabulary_and_speaker() -> None:
     one = parse_start(json.dumps({**base, "vocabulary": "Kubernetes; kubernetes, K8s"}))
     assert one.prompt == "Kubernetes, K8s." and one.speaker == ""
     assert parse_start(json.dumps(base)).prompt == ""
+    assert parse_start(json.dumps({**base, "speakers": "auto"})).speakers == "auto"
+    assert parse_start(json.dumps(base)).speakers is None  # the server's choice
 
 
 @pytest.mark.parametrize(
@@ -104,6 +106,7 @@ def test_parse_start_prompt_vocabulary_and_speaker() -> None:
         ({"speaker": "   "}, "invalid speaker name"),
         ({"speaker": "n" * 33}, "invalid speaker name"),
         ({"speaker": 7}, "'speaker' must be a string"),
+        ({"speakers": "maybe"}, "unsupported speakers 'maybe'"),
     ],
 )
 def test_parse_start_refuses_bad_prompts_and_names(fields: dict, match: str) -> None:
