@@ -50,10 +50,8 @@ from streamcap.core.captions import Caption, CaptionEvent, CaptionLog  # noqa: E
 from streamcap.core.constants import SAMPLE_RATE  # noqa: E402
 from streamcap.core.speakers import SpeakerConfig  # noqa: E402
 from streamcap.decoding.options import WordTiming  # noqa: E402
-from streamcap.runtime.clock import RealClock, SimulatedClock  # noqa: E402
 from streamcap.runtime.labeller import SpeakerLabeller  # noqa: E402
-from streamcap.runtime.stream import LiveConfig, LiveStream, replay  # noqa: E402
-from streamcap.runtime.worker import InferenceWorker  # noqa: E402
+from streamcap.runtime.stream import LiveConfig  # noqa: E402
 
 SR = SAMPLE_RATE
 #: NIST collar (seconds each side of a reference boundary); pyannote takes the whole width.
@@ -86,34 +84,14 @@ def run_meeting(
     chunk_s: float,
     timer: str = "wall",
 ) -> dict[str, Any]:
-    """The live pipeline with the labeller stage (eval_stream.run_stream plus the stage)."""
-    worker = InferenceWorker(engine)
-    if clock_kind == "simulated":
-        clock: SimulatedClock | RealClock = SimulatedClock(
-            timer=time.thread_time if timer == "thread" else time.perf_counter
-        )
-    else:
-        clock = RealClock()
-    labeller = SpeakerLabeller(encoder, speakers, clock=clock)
-    events: list[tuple[float, Caption]] = []
-    sink = CaptionLog("eval")
-    stream = LiveStream("eval", worker, None, config, clock, stage=labeller)
-    stream.on_caption = lambda ev: events.append((stream.now(), sink.add(ev)))
-    wall0 = time.perf_counter()
-    replay(stream, audio, chunk_s=chunk_s)
-    wall = time.perf_counter() - wall0
-    if worker.threaded:
-        worker.stop()
-    if stream.errors:
-        raise RuntimeError(f"decode errors: {stream.errors[:3]}")
-    stats = worker.total_stats().as_dict()
-    return {
-        "events": events,
-        "labeller": labeller,
-        "worker": stats,
-        "wall_s": wall,
-        "compute_s": float(stats["compute_s"]),
-    }
+    """The live pipeline with the labeller stage (`eval_stream.run_stream`, whose compute
+    counts the segmenter and policy too)."""
+    run = es.run_stream(
+        engine, audio, config, clock_kind, chunk_s, timer,
+        stage=lambda clock: SpeakerLabeller(encoder, speakers, clock=clock),
+    )  # fmt: skip
+    run["labeller"] = run["stage"]
+    return run
 
 
 def replay_captions(

@@ -38,6 +38,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ from streamcap.core.policy import PolicyConfig
 from streamcap.decoding.reference import reference_decode
 from streamcap.runtime.clock import RealClock, SimulatedClock
 from streamcap.runtime.engine import Engine, options_for
-from streamcap.runtime.stream import LiveConfig, LiveStream, replay
+from streamcap.runtime.stream import CaptionStage, LiveConfig, LiveStream, replay
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
 
 SR = SAMPLE_RATE
@@ -125,7 +126,10 @@ def run_stream(
     clock_kind: str,
     chunk_s: float,
     timer: str = "wall",
+    stage: Callable[[Any], CaptionStage] | None = None,
 ) -> dict[str, Any]:
+    """Replay `audio` through one live stream; `stage(clock)` makes a caption stage for it
+    (scripts/eval_meeting.py's speaker labeller), returned as ``run["stage"]``."""
     worker = InferenceWorker(engine)
     if clock_kind == "simulated":
         clock: SimulatedClock | RealClock = SimulatedClock(
@@ -136,7 +140,8 @@ def run_stream(
     events: list[tuple[float, Caption]] = []
     decodes: list[tuple[DecodeJob, JobOutcome]] = []
     sink = CaptionLog("eval")  # the stream's one sequence
-    stream = LiveStream("eval", worker, None, config, clock)
+    made = stage(clock) if stage is not None else None
+    stream = LiveStream("eval", worker, None, config, clock, made)
     stream.on_caption = lambda ev: events.append((stream.now(), sink.add(ev)))
     stream.decode_observer = lambda job, out: decodes.append((job, out))
     feed_s = 0.0
@@ -162,6 +167,7 @@ def run_stream(
         "decodes": decodes,
         "worker": stats,
         "early_finals": stream.early_finals,
+        "stage": made,
         "feed_s": feed_s,
         "wall_s": wall,
         "compute_s": float(stats["compute_s"]) + feed_s,

@@ -137,7 +137,6 @@ class StreamEntry:
         if pub.speaker:
             moved = replace(moved, speaker=pub.speaker)
         out = self.log.add(moved)
-        self.next_segment = max(self.next_segment, out.segment + 1)
         for v in self.viewers:
             v.wake.set()
         return out
