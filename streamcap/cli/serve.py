@@ -311,10 +311,11 @@ def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig)
 
     base = live_config(partial_interval=args.partial_interval, prompt=prompt_of(args))
     speakers = getattr(args, "speakers", None) or "off"
-    if speakers == "auto":  # load the voice encoder now: missing weights are one line at start
-        from streamcap.speakers.voice_encoder import weights_path
+    if speakers == "auto":  # load the voice encoder now, not on the event loop at the first
+        # stream (missing weights: one line at start)
+        from streamcap.speakers.voice_encoder import shared_encoder
 
-        weights_path()
+        shared_encoder()
     return live_stream_factory(worker, base, config.default_language, speakers)
 
 

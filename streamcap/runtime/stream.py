@@ -87,9 +87,10 @@ class LiveConfig:
       (`PolicyConfig.early_final_s`) rather than when the pause is confirmed. A pause that turns
       out to be a breath voids that decode: its compute is lost, and no partial runs meanwhile.
       "auto": only while a final costs at most `early_final_max_cost_s` on this worker (measured
-      on lf3 with tiny.en, finals of 0.46 s: final latency p50 0.65 -> 0.54 s, p95 0.79 ->
-      0.70 s, 26 of 109 early finals voided, WER +0.2 points; with base on this 2-core CPU,
-      finals of 1.0 s, the voided ones delayed other decodes: p95 1.66 -> 1.98 s).
+      on lf3 with tiny.en, finals of 0.46 s: final latency p50 0.65 -> 0.54 s, p95 0.80 ->
+      0.70 s, 26 of 108 early finals voided, WER +0.16 points; with base on a 2-core CPU
+      without bf16, finals of 1.0 s, the voided ones delayed other decodes: p95 1.66 ->
+      1.83 s).
     - prompt: the stream's own prompt text (`core.prompting.stream_prompt`: words the model
       should know), before the policy's context in every decode's prompt.
     - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
