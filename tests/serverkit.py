@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -148,3 +151,47 @@ def http_get(
             return r.status, r.headers.get("Content-Type", ""), r.read().decode("utf-8")
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type", ""), e.read().decode("utf-8")
+
+
+class ServeProcess:
+    """`streamcap serve --port 0 ...` with its stderr collected line by line."""
+
+    def __init__(self, *args: str, ready_timeout: float = 120) -> None:
+        cmd = [sys.executable, "-m", "streamcap.cli", "serve", "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.url = ""
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stderr is not None
+            for line in self.proc.stderr:
+                self.lines.append(line.rstrip("\n"))
+                m = re.search(r"serving on (http://\S+)/", line)
+                if m:
+                    self.url = m.group(1)
+                if line.lstrip().startswith("metrics "):  # the last start-up line
+                    ready.set()
+            ready.set()
+
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
+        assert ready.wait(ready_timeout) and self.url, "\n".join(self.lines)
+
+    @property
+    def ws(self) -> str:
+        return self.url.replace("http://", "ws://")
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout)
+        self._reader.join(10)
+        return rc
+
+    def text(self) -> str:
+        return "\n".join(self.lines)

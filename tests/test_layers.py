@@ -74,3 +74,27 @@ def test_import_contracts_hold() -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "broken" in run.stdout and "0 broken" in run.stdout
+
+
+def test_everything_but_the_ray_backend_works_without_ray() -> None:
+    """Ray is optional: with it made unimportable, the server, the CLI and the gateway side of
+    the cluster layer import, `serve --help` lists the backend, and `--backend ray` says in one
+    line what to install."""
+    block = "import sys; sys.modules['ray'] = None; "
+    run = _python(
+        block + "import streamcap.server.app, streamcap.cli.serve, streamcap.cli.replicas, "
+        "streamcap.cluster.remote, streamcap.cluster.transport, streamcap.cluster.wire"
+    )
+    assert run.returncode == 0, run.stderr
+    cli = block + "from streamcap.cli import main; sys.exit(main(sys.argv[1:]))"
+
+    def streamcap(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", cli, *args], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT)  # fmt: skip
+
+    run = streamcap("serve", "--help")
+    assert run.returncode == 0 and "--backend {local,ray}" in run.stdout, run.stderr
+    run = streamcap("serve", "--port", "0", "--backend", "ray", "--replicas", "1")
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 1 and len(lines) == 1, run.stderr
+    assert "needs Ray Serve" in lines[0] and "pip install 'streamcap[ray]'" in lines[0]

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import resource
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,57 +19,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serverkit import SR, START, Collector, http_get, padded, recall
+from serverkit import SR, START, Collector, ServeProcess, http_get, padded, recall
 from websockets.sync.client import connect
 
 from streamcap.audio.pcm import float_to_pcm
 from streamcap.server.client import publish, ws_url
 
 pytestmark = pytest.mark.model
-
-
-class ServeProcess:
-    """`streamcap serve --port 0 ...` with its stderr collected line by line."""
-
-    def __init__(self, *args: str) -> None:
-        cmd = [sys.executable, "-m", "streamcap.cli", "serve", "--port", "0", *args]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.url = ""
-        ready = threading.Event()
-
-        def read() -> None:
-            assert self.proc.stderr is not None
-            for line in self.proc.stderr:
-                self.lines.append(line.rstrip("\n"))
-                m = re.search(r"serving on (http://\S+)/", line)
-                if m:
-                    self.url = m.group(1)
-                if line.lstrip().startswith("metrics "):  # the last start-up line
-                    ready.set()
-            ready.set()
-
-        self._reader = threading.Thread(target=read, daemon=True)
-        self._reader.start()
-        assert ready.wait(120) and self.url, "\n".join(self.lines)
-
-    @property
-    def ws(self) -> str:
-        return self.url.replace("http://", "ws://")
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        rc = self.proc.wait(timeout)
-        self._reader.join(10)
-        return rc
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("transcribe", "transcribe", "audio or video files to text and subtitles (--live: live)"),
     ("dictate", "dictate", "live captions from the microphone in the terminal"),
     ("serve", "serve", "caption server: WebSocket ingest and broadcast, browser overlay"),
+    ("replicas", "replicas", "start, show or stop inference replicas on a Ray cluster"),
     ("demo", "demo", "start the server and caption a bundled speech sample into it"),
     ("bench", "bench", "benchmark plain greedy vs speculative decoding"),
     ("models", "models", "list the bundled models, their state and cache folder"),

@@ -40,8 +40,11 @@ SERVE_PORT = 8765
 
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    from streamcap.cli.cluster import add_cluster_flags
+
     add_serve_arguments(p)
     add_model_flags(p)
+    add_cluster_flags(p, backend=True)
     p.set_defaults(func=run_serve)
 
 
@@ -295,11 +298,15 @@ def load_share(value: str) -> float:
 
 def start_worker(args: argparse.Namespace) -> Any:
     """Load the model, warm it up (which also measures the prior of admission control),
-    start the worker thread."""
+    start the worker thread; with ``--backend ray``, connect to the replicas instead."""
     from streamcap.core.capacity import CapacityConfig
     from streamcap.runtime.worker import InferenceWorker
 
     capacity = CapacityConfig(max_finals_load=getattr(args, "max_load", 0.25))
+    if getattr(args, "backend", "local") == "ray":
+        from streamcap.cli.cluster import start_remote_worker
+
+        return start_remote_worker(args, capacity)
     worker = InferenceWorker(load_engine(args), capacity=capacity)
     worker.warm_up(getattr(args, "language", None))
     worker.start()
@@ -364,10 +371,12 @@ async def run_until_signal(server: CaptionServer) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from streamcap.cli.cluster import check_cluster_flags
     from streamcap.server.access import is_loopback
     from streamcap.server.app import CaptionServer
 
     config = server_config(args)
+    check_cluster_flags(args, args.command_parser.get_default)
     check_start(config)
     err = Console(stderr=True)
     if not is_loopback(config.host):

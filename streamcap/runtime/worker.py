@@ -1,12 +1,9 @@
 """The inference worker: one thread owns the engine and serves decode jobs from many streams.
 
-Scheduler rules (DESIGN.md):
-- finals before partials; finals in the order they were submitted, never dropped;
-- at most one partial waits per stream: a newer partial of a stream replaces (drops) the older,
-  and a final of a stream drops its waiting partials of the same or an older window; when the
-  worker falls behind it therefore decodes fewer partials, never fewer finals, and the queue is
-  bounded by the number of streams plus the finals;
-- among streams, the partial waiting longest goes first.
+Scheduler rules (DESIGN.md; `runtime.job_queue`, which the remote backend's gateway shares):
+finals before partials, in order, never dropped; at most one partial waits per stream (a newer
+one drops the older, a final drops its stream's older ones); among streams the partial waiting
+longest goes first.
 
 Partials may use a shortened encoder context (`DecodeJob.context_s`, `Engine.encode`'s
 whisper.cpp-style "audio context": the audio plus a margin); the encoder's cost falls in
@@ -43,7 +40,6 @@ import itertools
 import logging
 import threading
 import time
-from collections import deque
 from dataclasses import replace
 
 import numpy as np
@@ -56,6 +52,7 @@ from streamcap.runtime.batching import BatchRunner, can_batch
 from streamcap.runtime.clock import Measurement
 from streamcap.runtime.costs import CostModel, CostModelConfig
 from streamcap.runtime.engine import Encoded, Engine, with_words
+from streamcap.runtime.job_queue import JobQueue
 from streamcap.runtime.jobs import (
     DecodeJob,
     JobKind,
@@ -96,9 +93,7 @@ class InferenceWorker:
         self.engine = engine
         self.name = name
         self._cond = threading.Condition()
-        self._finals: deque[DecodeJob] = deque()
-        self._partials: dict[str, DecodeJob] = {}
-        self._dropped: deque[DecodeJob] = deque()  # dropped, ``on_done`` not yet delivered
+        self._queue = JobQueue()
         self._running: list[DecodeJob] = []
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -133,12 +128,9 @@ class InferenceWorker:
         with self._cond:
             thread = self._thread
             self._stopping = True
-            dropped = list(self._partials.values())
-            self._partials.clear()
+            self._count_dropped(self._queue.drop_partials())
             if not drain:
-                dropped += list(self._finals)
-                self._finals.clear()
-            self._drop(dropped)
+                self._count_dropped(self._queue.drop_finals())
             self._cond.notify_all()
         if thread is not None:
             thread.join(timeout)
@@ -164,26 +156,16 @@ class InferenceWorker:
     def submit(self, job: DecodeJob) -> DecodeJob:
         """Queue ``job``; waiting partials it makes stale are dropped, and their ``on_done``
         follows from the thread that runs jobs (never from this call)."""
-        if job.kind not in ("partial", "final"):
-            raise ValueError(f"job kind must be 'partial' or 'final', got {job.kind!r}")
         with self._cond:
             job.id = next(self._ids)
             job.submitted = time.perf_counter()
-            old = self._partials.get(job.stream)
-            if job.kind == "final":
-                self._finals.append(job)
-                if old is not None and old.window <= job.window:
-                    self._drop([self._partials.pop(job.stream)])
-            else:
-                if old is not None:
-                    self._drop([old])
-                self._partials[job.stream] = job
+            self._count_dropped(self._queue.add(job))
             self._max_depth = max(self._max_depth, self._depth())
             self._cond.notify_all()
         return job
 
     def _depth(self) -> int:
-        return len(self._finals) + len(self._partials)
+        return self._queue.depth
 
     @property
     def queue_depth(self) -> int:
@@ -198,7 +180,7 @@ class InferenceWorker:
             return self._idle(stream)
 
     def _idle(self, stream: str | None) -> bool:
-        jobs = [*self._finals, *self._partials.values(), *self._dropped, *self._running]
+        jobs = [*self._queue, *self._running]
         return not any(stream is None or j.stream == stream for j in jobs)
 
     def wait_idle(self, timeout: float | None = None, stream: str | None = None) -> bool:
@@ -216,48 +198,37 @@ class InferenceWorker:
         return True
 
     def _take(self, batch: bool = False) -> list[DecodeJob]:
-        """The next jobs to run (caller holds the lock): finals first, in order; else the
-        partials waiting longest. With ``batch``, as many of one kind as the cost model says
-        pay to decode together (finals and partials never share a batch: a final does not wait
-        for a partial's encoder)."""
-        if self._finals:
-            n = self._batch_size(len(self._finals), "final") if batch else 1
-            return [self._finals.popleft() for _ in range(n)]
-        if self._partials:
-            waiting = sorted(self._partials.values(), key=lambda j: j.id)
-            n = self._batch_size(len(waiting), "partial") if batch else 1
-            for job in waiting[:n]:
-                del self._partials[job.stream]
-            return waiting[:n]
-        return []
+        """The next jobs to run (caller holds the lock), by the queue's rules; with ``batch``,
+        as many of one kind as the cost model says pay to decode together."""
+        return self._queue.take(self._batch_size if batch else lambda n, kind: 1)
 
-    def _batch_size(self, waiting: int, kind: str) -> int:
+    def _batch_size(self, waiting: int, kind: JobKind) -> int:
         if self._batchable is None:
             self._batchable = can_batch(self.engine)
         if waiting < 2 or self.costs.config.max_batch < 2 or not self._batchable:
             return 1
         return self.costs.decoder_batch(waiting, kind)
 
-    def _drop(self, jobs: list[DecodeJob]) -> None:
-        """Count ``jobs`` as dropped and queue their notices (caller holds the lock)."""
+    def _count_dropped(self, jobs: list[DecodeJob]) -> None:
+        """Count ``jobs`` (dropped by the queue, their notices queued) (caller holds the
+        lock)."""
         for job in jobs:
             self._books.dropped(job)
-            self._dropped.append(job)
 
     def _deliver_dropped(self) -> None:
         """Tell dropped jobs, in drop order (only the thread that runs jobs calls this)."""
         while True:
             with self._cond:
-                if not self._dropped:
+                if not self._queue.dropped:
                     return
-                job = self._dropped[0]  # stays counted (not idle) until told
+                job = self._queue.dropped[0]  # stays counted (not idle) until told
             try:
                 job.on_done(job, JobOutcome(dropped=True))
             except Exception:
                 log.exception("on_done of a dropped job of stream %r failed", job.stream)
             finally:
                 with self._cond:
-                    self._dropped.popleft()
+                    self._queue.dropped.popleft()
                     self._cond.notify_all()
 
     # ------------------------------------------------------------------ running
@@ -288,9 +259,9 @@ class InferenceWorker:
         while True:
             self._deliver_dropped()
             with self._cond:
-                while not (self._stopping or self._finals or self._partials or self._dropped):
+                while not (self._stopping or self._queue.has_work() or self._queue.dropped):
                     self._cond.wait()
-                if self._dropped:
+                if self._queue.dropped:
                     continue  # told outside the lock, before the next job
                 jobs = self._take(batch=True)
                 if not jobs:  # stopping, drained, every drop told
@@ -392,7 +363,7 @@ class InferenceWorker:
     def stream_stats(self, stream: str) -> StreamStats:
         """Totals for one stream, plus its jobs waiting now."""
         with self._cond:
-            waiting = sum(j.stream == stream for j in self._finals) + (stream in self._partials)
+            waiting = self._queue.waiting(stream)
             return replace(self._books.of_stream(stream), queue_depth=waiting)
 
     # ------------------------------------------------------------------ capacity

@@ -93,7 +93,12 @@ class CaptionServer:
         self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
         #: (room, speaker name or "") -> its publisher's session
         self._publishers: RoomClaims[IngestSession] = RoomClaims(config.max_speakers_per_room)
-        self.metrics = ServerMetrics(self.hub.snapshot, self._worker_metrics, _engine_info(worker))
+        self.metrics = ServerMetrics(
+            self.hub.snapshot,
+            self._worker_metrics,
+            _engine_info(worker),
+            remote=getattr(worker, "remote_snapshot", None),
+        )
         self.web_dir = config.web_dir or routes.default_web_dir()
         self.rlog = RateLimitedLog(log)
         self._fd_log = RateLimitedLog(log, interval_s=FD_LOG_INTERVAL_S, burst=1)
@@ -250,9 +255,14 @@ class CaptionServer:
             return routes.static_file(self.web_dir, path[len("/static/") :])
         if path == "/healthz":  # alive: 200 even when full (say so in the body)
             full = self.full()
-            return routes.text(HTTPStatus.OK, f"full: {full}" if full else "ok")
+            health = getattr(self.worker, "health", None)  # remote backends: the replicas
+            body = health() if health is not None else "ok"
+            return routes.text(HTTPStatus.OK, f"full: {full}; {body}" if full else body)
         if path == "/readyz":  # takes another publisher: a load balancer routes by this
             full = self.full()
+            usable = getattr(self.worker, "usable", None)
+            if full is None and usable is not None and not usable():
+                full = "no inference replica usable"
             if full:
                 return routes.text(HTTPStatus.SERVICE_UNAVAILABLE, f"full: {full}")
             return routes.text(HTTPStatus.OK, "ready")

@@ -10,7 +10,7 @@ ids come from clients, and a label per id would grow without bound.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import (
@@ -63,10 +63,17 @@ def worker_snapshot(worker: Worker) -> dict[str, float]:
 class _LiveCollector(Collector):
     """Gauges and worker counters computed when Prometheus scrapes."""
 
-    def __init__(self, hub: Snapshot, worker: Snapshot, info: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        hub: Snapshot,
+        worker: Snapshot,
+        info: Mapping[str, str],
+        remote: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
         self._hub = hub
         self._worker = worker
         self._info = dict(info)
+        self._remote = remote
 
     def collect(self) -> Iterator[Metric]:
         hub = self._hub()
@@ -158,16 +165,91 @@ class _LiveCollector(Collector):
         ):
             if key in w:
                 yield GaugeMetricFamily(name, doc, value=w[key])
+        if self._remote is not None:
+            yield from remote_families(self._remote())
+
+
+def remote_families(r: Mapping[str, Any]) -> Iterator[Metric]:
+    """The Ray backend (`cluster.remote.RemoteWorker.remote_snapshot`): the cluster, the
+    gateway's retries and losses, and one series per replica (replicas are few and come and
+    go: the gateway keeps the latest 64)."""
+    yield GaugeMetricFamily(
+        "streamcap_cluster_connected", "1 while the Ray cluster answers", value=r["connected"]
+    )
+    yield GaugeMetricFamily(
+        "streamcap_replicas_running", "Inference replicas running", value=r["running"]
+    )
+    yield GaugeMetricFamily(
+        "streamcap_replicas_target", "Inference replicas asked for", value=r["target"]
+    )
+    yield GaugeMetricFamily(
+        "streamcap_fallback_active",
+        "1 while decodes go to the local fallback",
+        value=float(r["fallback_active"]),
+    )
+    inflight = GaugeMetricFamily(
+        "streamcap_remote_inflight", "Requests sent and not yet answered", labels=["kind"]
+    )
+    retries = CounterMetricFamily(
+        "streamcap_remote_retries", "Lost finals resent to another replica", labels=["kind"]
+    )
+    for kind in ("final", "partial"):
+        inflight.add_metric([kind], r["inflight"].get(kind, 0))
+    retries.add_metric(["final"], r["retries"].get("final", 0))
+    retries.add_metric(["partial"], r["retries"].get("partial_dropped", 0))
+    yield inflight
+    yield retries
+    lost = CounterMetricFamily(
+        "streamcap_remote_lost", "Requests that got no reply, by reason", labels=["reason"]
+    )
+    for reason, n in sorted(r["lost"].items()):
+        lost.add_metric([reason], n)
+    yield lost
+    for key, name, doc in (
+        ("duplicates", "streamcap_remote_duplicates_ignored", "Second replies to one request"),
+        ("fallback_jobs", "streamcap_fallback_decodes", "Decodes sent to the local fallback"),
+        ("deadline_errors", "streamcap_remote_final_timeouts", "Finals given up undecoded"),
+    ):
+        yield CounterMetricFamily(name, doc, value=r[key])
+    yield GaugeMetricFamily(
+        "streamcap_remote_transport_p95_seconds",
+        "Round trip minus the replica's own time, 95th percentile of the latest requests",
+        value=r["transport_p95_s"],
+    )
+    info = InfoMetricFamily("streamcap_replica", "An inference replica", labels=["replica"])
+    alive = GaugeMetricFamily("streamcap_replica_alive", "1 while it runs", labels=["replica"])
+    busy = GaugeMetricFamily(
+        "streamcap_replica_inflight", "Requests on it now", labels=["replica", "kind"]
+    )
+    jobs = CounterMetricFamily(
+        "streamcap_replica_decodes", "Decodes it answered", labels=["replica", "kind"]
+    )
+    compute = CounterMetricFamily(
+        "streamcap_replica_compute_seconds", "Its decode time", labels=["replica"]
+    )
+    for rep in r["replicas"]:
+        rid = str(rep["replica"])
+        info.add_metric([rid], {k: str(rep[k]) for k in ("pid", "node", "device", "precision")})
+        alive.add_metric([rid], float(rep["alive"]))
+        for kind in ("final", "partial"):
+            busy.add_metric([rid, kind], rep[f"inflight_{kind}"])
+            jobs.add_metric([rid, kind], rep[f"{kind}s"])
+        compute.add_metric([rid], rep["compute_s"])
+    yield from (info, alive, busy, jobs, compute)
 
 
 class ServerMetrics:
     """The server's metrics, in a registry of their own."""
 
     def __init__(
-        self, hub: Snapshot, worker: Snapshot, info: Mapping[str, str] | None = None
+        self,
+        hub: Snapshot,
+        worker: Snapshot,
+        info: Mapping[str, str] | None = None,
+        remote: Callable[[], Mapping[str, Any]] | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_LiveCollector(hub, worker, info or {}))
+        self.registry.register(_LiveCollector(hub, worker, info or {}, remote))
         r = self.registry
         self.audio_seconds = Counter(
             "streamcap_audio_seconds", "Audio received from publishers (seconds)", registry=r

@@ -1,0 +1,665 @@
+"""The gateway's scheduler for remote inference: a worker whose decodes run on replicas.
+
+`RemoteWorker` has the interface the server and `LiveStream` already use on the local
+`InferenceWorker` (``submit``, stats, admission, ``engine``, ``costs``, ``text_to_ids``), so
+nothing above it changes. Its decodes go out through a `Transport` (Ray Serve replicas through
+the bridge process, or the local fallback) and it keeps the local worker's rules across them:
+
+- the queue is `runtime.job_queue` (finals first, in order; one partial waits per stream;
+  stale partials dropped), so the gateway's backlog is bounded as the local worker's is;
+- at most ``replica_inflight`` requests per usable replica are in flight, partials at most
+  all but one of each replica's slots, so a final always finds room; nothing is sent while no
+  replica is usable, so no request piles up where it could be neither reordered nor dropped;
+- a final lost with its replica (killed, unreachable, timed out) is resent, as the identical
+  request, before every other job, up to ``max_attempts`` times; a lost partial is dropped
+  (the next one follows within the partial interval);
+- every job's ``on_done`` runs exactly once: the first reply for a request wins, a later one
+  (a "dead" replica that had finished after all) is counted and ignored; a stream's finals are
+  delivered in the order they were submitted, even when they finish on different replicas;
+- a final that cannot be decoded within ``final_deadline_s`` (no replica came back, no
+  fallback) is delivered as an error, which the policy turns into the words it has: bounded
+  waiting, never a lost caption;
+- with a fallback transport (``--fallback local``), work goes there while no replica has been
+  usable for ``fallback_after_s``, and back to the replicas when they return.
+
+Thread contract (as `runtime.worker`): one dispatcher thread (`start`) runs ``prepare``, sends,
+and every ``on_done``; transports hand their events to `on_event` from any thread. `submit`
+never runs a callback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from streamcap.core.capacity import Admission, CapacityConfig, Load, admit
+from streamcap.runtime.accounts import WorkerAccounts
+from streamcap.runtime.costs import CostModel
+from streamcap.runtime.job_queue import JobQueue
+from streamcap.runtime.jobs import DecodeJob, JobOutcome, StreamStats, WorkerStats
+
+from .transport import Described, Lost, Replied, Routed, Status, Transport, TransportEvent
+from .wire import ReplicaInfo, ReplicaReply, ReplicaRequest
+
+log = logging.getLogger(__name__)
+
+#: reasons a request is lost (a fixed set: metric labels)
+LOST_REASONS = ("died", "unavailable", "timeout", "bridge", "rejected")
+
+
+class RemoteDecodeError(RuntimeError):
+    """A decode failed on a replica (the replica's own exception, as text)."""
+
+
+class RemoteUnavailable(RuntimeError):
+    """A final could not be decoded in time: no replica answered, and no fallback."""
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """The gateway's rules for remote decodes (module docstring)."""
+
+    replica_inflight: int = 2  # requests in flight per replica (= Serve max_ongoing_requests)
+    final_deadline_s: float = 120.0  # a final undecoded this long is delivered as an error
+    fallback_after_s: float = 5.0  # no usable replica this long: use the fallback, if any
+    max_attempts: int = 5  # sends of one final before it is given up as an error
+    start_timeout_s: float = 300.0  # warm_up: wait this long for the first usable replica
+
+    def __post_init__(self) -> None:
+        if self.replica_inflight < 1:
+            raise ValueError("replica_inflight must be at least 1")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+
+@dataclass
+class _Attempt:
+    """A job sent (or to be resent): its request, where it went, how often."""
+
+    job: DecodeJob
+    request: ReplicaRequest
+    via: str  # "remote" or "fallback"
+    sent_at: float = 0.0
+    attempts: int = 1
+    replica: str | None = None  # where the router put it, once known
+
+
+@dataclass
+class _Replica:
+    """The gateway's books on one replica."""
+
+    info: ReplicaInfo
+    alive: bool = True
+    jobs: Counter[str] = field(default_factory=Counter)
+    compute_s: float = 0.0
+    lost: int = 0
+
+
+class RemoteWorker:
+    """A worker whose decodes run on replicas behind ``transport`` (module docstring)."""
+
+    def __init__(
+        self,
+        engine: Any,
+        transport: Transport,
+        *,
+        config: RemoteConfig | None = None,
+        capacity: CapacityConfig | None = None,
+        fallback: Transport | None = None,
+        name: str = "streamcap-remote",
+    ) -> None:
+        self.engine = engine  # a `ModelCard`: tokenizer and languages, no weights
+        self.config = config or RemoteConfig()
+        self.name = name
+        self.gateway = uuid.uuid4().hex[:8]  # request keys and replica-side stream names
+        self.costs = CostModel()  # a mirror of the replicas' costs, fed from their replies
+        self._transport = transport
+        self._fallback = fallback
+        self._cond = threading.Condition()
+        self._queue = JobQueue()
+        self._inbox: deque[TransportEvent] = deque()
+        self._resend: deque[_Attempt] = deque()  # lost finals, first in line
+        self._inflight: dict[str, _Attempt] = {}
+        self._order: dict[str, deque[int]] = {}  # per stream: ids of finals not yet told
+        self._held: dict[int, tuple[DecodeJob, JobOutcome]] = {}  # done, earlier final pending
+        self._ready: deque[tuple[DecodeJob, JobOutcome]] = deque()  # outcomes to tell
+        self._replicas: dict[str, _Replica] = {}
+        self._status = Status(connected=False, running=0)
+        self._unusable_since: float | None = time.monotonic()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._ids = itertools.count(1)
+        self._books = WorkerAccounts(capacity)
+        self._capacity = self._books.meter.config
+        self._max_depth = 0
+        self._prompt_cache: dict[str, tuple[int, ...]] = {}
+        self.retries: Counter[str] = Counter()  # by kind
+        self.lost: Counter[str] = Counter()  # by reason
+        self.duplicates = 0
+        self.fallback_jobs = 0
+        self.deadline_errors = 0
+        self._transport_s: deque[float] = deque(maxlen=512)  # round trip - replica time
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def connect(self) -> RemoteWorker:
+        """Start the transports (a `UserError` in one line when the cluster is not there)."""
+        self._transport.start(self.on_event)
+        if self._fallback is not None:
+            self._fallback.start(self._on_fallback_event)
+        return self
+
+    def start(self) -> RemoteWorker:
+        """Run the dispatcher thread until `stop()`."""
+        with self._cond:
+            if self._thread is None:
+                self._stopping = False
+                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
+                self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None, drain: bool = True) -> None:
+        """Stop; with ``drain`` the finals queued or in flight are decoded first (as far as
+        ``timeout`` allows), then the transports close."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._count_dropped(self._queue.drop_partials())
+            if not drain:
+                self._count_dropped(self._queue.drop_finals())
+            self._cond.notify_all()
+        if drain and self.threaded:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.wait_idle(left)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(None if deadline is None else max(0.1, deadline - time.monotonic()))
+        with self._cond:
+            if self._thread is thread and (thread is None or not thread.is_alive()):
+                self._thread = None
+        self._transport.close()
+        if self._fallback is not None:
+            self._fallback.close()
+
+    @property
+    def threaded(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run_one(self) -> bool:
+        raise RuntimeError("a remote worker runs on its own thread: it cannot be stepped")
+
+    def run_pending(self) -> int:
+        raise RuntimeError("a remote worker runs on its own thread: it cannot be stepped")
+
+    def warm_up(self, language: str | None = None) -> float:
+        """Wait for the first usable replica (`RemoteConfig.start_timeout_s`) and take the
+        prior of admission control from the replicas' own warm-up; returns it."""
+        deadline = time.monotonic() + self.config.start_timeout_s
+        with self._cond:
+            while self._usable() == 0:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._status.error:
+                    from streamcap.errors import UserError
+
+                    why = self._status.error or (
+                        f"no replica running after {self.config.start_timeout_s:.0f} s"
+                    )
+                    raise UserError(f"--backend ray: {why}")
+                self._cond.wait(min(left, 0.5))
+            costs = [r.info.final_cost_s for r in self._replicas.values() if r.info.final_cost_s]
+            cost = min(costs) if costs else 1.0
+            self._books.meter.set_prior(cost)
+        return cost
+
+    # ------------------------------------------------------------------ queue
+
+    def submit(self, job: DecodeJob) -> DecodeJob:
+        """Queue ``job`` (the rules of `runtime.job_queue`); never runs a callback."""
+        with self._cond:
+            job.id = next(self._ids)
+            job.submitted = time.perf_counter()
+            self._count_dropped(self._queue.add(job))
+            if job.kind == "final":
+                self._order.setdefault(job.stream, deque()).append(job.id)
+            self._max_depth = max(self._max_depth, self._queue.depth)
+            self._cond.notify_all()
+        return job
+
+    @property
+    def queue_depth(self) -> int:
+        """Jobs waiting in the gateway (not counting those in flight)."""
+        with self._cond:
+            return self._queue.depth + len(self._resend)
+
+    def idle(self, stream: str | None = None) -> bool:
+        with self._cond:
+            return self._idle(stream)
+
+    def _idle(self, stream: str | None) -> bool:
+        jobs = [
+            *self._queue,
+            *(a.job for a in self._resend),
+            *(a.job for a in self._inflight.values()),
+            *(j for j, _ in self._held.values()),
+            *(j for j, _ in self._ready),
+        ]
+        return not any(stream is None or j.stream == stream for j in jobs)
+
+    def wait_idle(self, timeout: float | None = None, stream: str | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self._idle(stream):
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left if left is not None else 1.0)
+        return True
+
+    def text_to_ids(self, text: str) -> tuple[int, ...]:
+        """Prompt token ids from the gateway's own tokenizer (cached; never a remote call)."""
+        if not text:
+            return ()
+        ids = self._prompt_cache.get(text)
+        if ids is None:
+            if len(self._prompt_cache) > 256:
+                self._prompt_cache.clear()
+            ids = self._prompt_cache[text] = self.engine.text_to_ids(text)
+        return ids
+
+    # ------------------------------------------------------------------ events in
+
+    def on_event(self, event: TransportEvent) -> None:
+        """A transport's news (any thread): the cluster's status at once (it is bookkeeping,
+        and `warm_up` waits on it before the dispatcher runs), the rest on the dispatcher."""
+        with self._cond:
+            if isinstance(event, Status):
+                self._on_status(event)
+            elif isinstance(event, Described):
+                self._replica(event.info)
+            else:
+                self._inbox.append(event)
+            self._cond.notify_all()
+
+    def _on_fallback_event(self, event: TransportEvent) -> None:
+        if isinstance(event, (Status, Described)):
+            return  # the fallback is always there; it says nothing of the cluster
+        self.on_event(event)
+
+    # ------------------------------------------------------------------ the dispatcher
+
+    def _loop(self) -> None:
+        while True:
+            self._tell_dropped()
+            with self._cond:
+                self._handle_inbox()
+                self._expire(time.monotonic())
+                sends = self._take()
+                tell = list(self._ready)
+                self._ready.clear()
+                if not (sends or tell or self._inbox or self._queue.dropped):
+                    if self._stopping:
+                        return
+                    self._cond.wait(0.5)
+                    continue
+            for job, outcome in tell:
+                self._tell(job, outcome)
+            for attempt in sends:
+                self._send(attempt)
+            if tell:
+                with self._cond:
+                    self._cond.notify_all()
+
+    def _usable(self) -> int:
+        return self._status.running if self._status.connected else 0
+
+    def _route(self, now: float) -> str | None:
+        """Where new work goes now: the replicas, the fallback, or nowhere (it waits)."""
+        if self._usable() > 0:
+            self._unusable_since = None
+            return "remote"
+        if self._unusable_since is None:
+            self._unusable_since = now
+        if self._fallback is not None and now - self._unusable_since >= (
+            self.config.fallback_after_s
+        ):
+            return "fallback"
+        return None
+
+    def _take(self) -> list[_Attempt]:
+        """What to send now, within the in-flight bounds (caller holds the lock)."""
+        now = time.monotonic()
+        via = self._route(now)
+        if via is None:
+            return []
+        k = self.config.replica_inflight
+        replicas = self._usable() if via == "remote" else 1
+        capacity = k * replicas
+        partial_cap = capacity - replicas if k > 1 else capacity
+        busy = [a for a in self._inflight.values() if a.via == via]
+        partials = sum(a.job.kind == "partial" for a in busy)
+        free = capacity - len(busy)
+        out: list[_Attempt] = []
+        while free > 0 and self._resend:
+            attempt = self._resend.popleft()
+            attempt.via = via
+            out.append(attempt)
+            free -= 1
+        while free > 0:
+            jobs = self._queue.take(partials=partials < partial_cap)
+            if not jobs:
+                break
+            job = jobs[0]
+            partials += job.kind == "partial"
+            out.append(_Attempt(job, _placeholder(job), via))
+            free -= 1
+        for attempt in out:
+            attempt.sent_at = now
+            self._inflight[attempt.request.key or _key(self.gateway, attempt.job)] = attempt
+        return out
+
+    def _send(self, attempt: _Attempt) -> None:
+        """Prepare (first attempt only: a resend is the identical request) and send."""
+        job = attempt.job
+        key = _key(self.gateway, job)
+        if not attempt.request.key:
+            try:
+                options, hypothesis = job.options, job.hypothesis
+                if job.prepare is not None:
+                    options, hypothesis = job.prepare()
+                attempt.request = ReplicaRequest(
+                    key=key,
+                    stream=f"{self.gateway}/{job.stream}",
+                    kind=job.kind,
+                    window=job.window,
+                    audio=job.audio,
+                    options=options,
+                    hypothesis=tuple(hypothesis) if hypothesis else None,
+                    context_s=job.context_s,
+                    word_timestamps=job.word_timestamps,
+                )
+            except Exception as e:  # a bad job must not stop the others
+                with self._cond:
+                    self._inflight.pop(key, None)
+                    self._done(job, JobOutcome(error=e))
+                return
+        transport = self._transport if attempt.via == "remote" else self._fallback
+        assert transport is not None
+        if attempt.via == "fallback":
+            self.fallback_jobs += 1
+        try:
+            transport.send(attempt.request)
+        except Exception as e:  # the transport is gone: as if lost
+            self.on_event(Lost(key, "bridge", str(e)))
+
+    # ------------------------------------------------------------------ events, handled
+
+    def _handle_inbox(self) -> None:
+        while self._inbox:
+            event = self._inbox.popleft()
+            if isinstance(event, Replied):
+                self._replied(event.reply)
+            elif isinstance(event, Lost):
+                self._lost(event)
+            elif isinstance(event, Routed):
+                attempt = self._inflight.get(event.key)
+                if attempt is not None:
+                    attempt.replica = event.replica
+
+    def _on_status(self, status: Status) -> None:
+        was = self._usable(), self._status.connected
+        self._status = status
+        for rid, r in self._replicas.items():
+            if status.replicas is not None:
+                r.alive = rid in status.replicas
+        if (self._usable(), status.connected) != was:
+            log.info(
+                "cluster: %s, %d replica(s) running%s",
+                "connected" if status.connected else "not connected",
+                status.running,
+                f" ({status.error})" if status.error else "",
+            )
+
+    def _replied(self, reply: ReplicaReply) -> None:
+        attempt = self._inflight.pop(reply.key, None)
+        if attempt is None:
+            self.duplicates += 1  # the first reply for this request was delivered already
+            return
+        job = attempt.job
+        replica = self._replica(reply.replica)
+        if reply.result is not None:
+            replica.jobs[job.kind] += 1
+            replica.compute_s += reply.compute_s
+            self.costs.observe_job(job.kind, reply.encoder_s, reply.decoder_s)
+        round_trip = time.monotonic() - attempt.sent_at
+        self._transport_s.append(max(0.0, round_trip - reply.compute_s - reply.queued_s))
+        outcome = JobOutcome(
+            result=reply.result,
+            dropped=reply.dropped,
+            error=RemoteDecodeError(reply.error) if reply.error else None,
+            encoder_s=reply.encoder_s,
+            decoder_s=reply.decoder_s,
+            compute_s=reply.compute_s,
+            queued_s=time.perf_counter() - job.submitted - reply.compute_s,
+            context_s=reply.context_s,
+            options=attempt.request.options,
+            hypothesis=attempt.request.hypothesis,
+            batch=reply.batch,
+            rechecked=reply.rechecked,
+        )
+        self._done(job, outcome)
+
+    def _lost(self, event: Lost) -> None:
+        attempt = self._inflight.pop(event.key, None)
+        if attempt is None:
+            return
+        reason = event.reason if event.reason in LOST_REASONS else "unavailable"
+        self.lost[reason] += 1
+        replica = self._replicas.get(event.replica or attempt.replica or "")
+        if replica is not None and reason == "died":
+            replica.alive = False
+            replica.lost += 1
+        job = attempt.job
+        if reason == "rejected" and job.kind == "final":  # never reached a replica
+            self._resend.appendleft(attempt)
+            return
+        if job.kind == "partial":
+            self._drop_lost(job)
+            return
+        if attempt.attempts >= self.config.max_attempts:
+            log.warning("final %s of stream %r lost %d times: given up (%s)", event.key,
+                        job.stream, attempt.attempts, event.detail)  # fmt: skip
+            self._done(job, JobOutcome(error=RemoteUnavailable(f"lost: {event.detail}")))
+            return
+        attempt.attempts += 1
+        attempt.replica = None
+        self.retries[job.kind] += 1
+        self._resend.append(attempt)
+        log.warning(
+            "replica %s lost a final of stream %r (%s: %s): resending it (attempt %d)",
+            event.replica or attempt.replica or "?", job.stream, reason, event.detail,
+            attempt.attempts,
+        )  # fmt: skip
+
+    def _drop_lost(self, job: DecodeJob) -> None:
+        self.retries["partial_dropped"] += 1
+        self._books.dropped(job)
+        self._ready.append((job, JobOutcome(dropped=True)))
+
+    def _expire(self, now: float) -> None:
+        """Finals past their deadline while waiting (no replica, no fallback): errors."""
+        limit = self.config.final_deadline_s
+        wall = time.perf_counter()
+        late = [a for a in self._resend if wall - a.job.submitted > limit]
+        for a in late:
+            self._resend.remove(a)
+        if self._route(now) is None:
+            while self._queue.finals and wall - self._queue.finals[0].submitted > limit:
+                job = self._queue.finals.popleft()
+                late.append(_Attempt(job, _placeholder(job), "none"))
+        for a in late:
+            self.deadline_errors += 1
+            log.warning("final of stream %r undecoded after %.0f s: no replica", a.job.stream,
+                        limit)  # fmt: skip
+            self._done(a.job, JobOutcome(error=RemoteUnavailable("no replica in time")))
+
+    def _done(self, job: DecodeJob, outcome: JobOutcome) -> None:
+        """Count a job in and queue its telling, a stream's finals in order (lock held)."""
+        self._books.finished(job, outcome)
+        if job.kind != "final":
+            self._ready.append((job, outcome))
+            return
+        self._held[job.id] = (job, outcome)
+        order = self._order.get(job.stream)
+        while order and order[0] in self._held:
+            self._ready.append(self._held.pop(order.popleft()))
+        if order is not None and not order:
+            del self._order[job.stream]
+
+    def _tell(self, job: DecodeJob, outcome: JobOutcome) -> None:
+        try:
+            job.on_done(job, outcome)
+        except Exception:  # the submitter's bug must not stop every other stream
+            log.exception("on_done of a %s job of stream %r failed", job.kind, job.stream)
+
+    def _count_dropped(self, jobs: list[DecodeJob]) -> None:
+        for job in jobs:
+            self._books.dropped(job)
+
+    def _tell_dropped(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue.dropped:
+                    return
+                job = self._queue.dropped[0]
+            self._tell(job, JobOutcome(dropped=True))
+            with self._cond:
+                self._queue.dropped.popleft()
+                self._cond.notify_all()
+
+    def _replica(self, info: ReplicaInfo) -> _Replica:
+        r = self._replicas.get(info.replica)
+        if r is None:
+            r = self._replicas[info.replica] = _Replica(info)
+            while len(self._replicas) > 64:  # replicas come and go: keep the latest
+                dead = [k for k, v in self._replicas.items() if not v.alive]
+                self._replicas.pop(dead[0] if dead else next(iter(self._replicas)))
+        r.info = info
+        r.alive = True
+        return r
+
+    # ------------------------------------------------------------------ stats, capacity
+
+    def total_stats(self) -> WorkerStats:
+        with self._cond:
+            return replace(
+                self._books.total,
+                queue_depth=self._queue.depth + len(self._resend),
+                max_queue_depth=self._max_depth,
+                streams=self._books.streams_seen,
+            )
+
+    def stream_stats(self, stream: str) -> StreamStats:
+        with self._cond:
+            return replace(self._books.of_stream(stream), queue_depth=self._queue.waiting(stream))
+
+    def streams_changed(self, streams: int) -> None:
+        with self._cond:
+            self._books.meter.streams_changed(time.monotonic(), streams)
+
+    def load(self) -> Load:
+        with self._cond:
+            return self._books.load()
+
+    def admission(self, streams: int) -> Admission:
+        """`core.capacity.admit`, with the finals budget of every usable replica (or the
+        fallback's one)."""
+        with self._cond:
+            n = max(1, self._usable())
+            config = replace(self._capacity, max_finals_load=self._capacity.max_finals_load * n)
+            return admit(self._books.load(), streams, self._books.meter.prior, config)
+
+    def health(self) -> str:
+        """One line for /healthz: the replicas, and what the gateway does without them."""
+        with self._cond:
+            usable, target = self._usable(), self._status.target
+            waiting = len(self._queue.finals) + len(self._resend)
+            via = self._route(time.monotonic())
+        state = "ok" if usable else "degraded"
+        parts = [f"ray: {usable}/{target or '?'} replicas"]
+        if not self._status.connected:
+            parts = ["ray: not connected"]
+        if via == "fallback":
+            parts.append("fallback local")
+        elif usable == 0 and waiting:
+            parts.append(f"{waiting} finals waiting")
+        return f"{state} ({'; '.join(parts)})"
+
+    def usable(self) -> bool:
+        """True while new work has somewhere to go (replicas, or the fallback)."""
+        with self._cond:
+            return self._usable() > 0 or self._fallback is not None
+
+    def remote_snapshot(self) -> dict[str, Any]:
+        """What /metrics publishes of the backend (read at scrape time)."""
+        with self._cond:
+            inflight = Counter(a.job.kind for a in self._inflight.values())
+            per_replica = Counter(
+                (a.replica, a.job.kind) for a in self._inflight.values() if a.replica
+            )
+            replicas = [
+                {
+                    "replica": rid,
+                    "pid": r.info.pid,
+                    "node": r.info.node,
+                    "device": r.info.device,
+                    "precision": r.info.precision,
+                    "alive": r.alive,
+                    "finals": r.jobs["final"],
+                    "partials": r.jobs["partial"],
+                    "compute_s": r.compute_s,
+                    "lost": r.lost,
+                    "inflight_final": per_replica[(rid, "final")],
+                    "inflight_partial": per_replica[(rid, "partial")],
+                }
+                for rid, r in self._replicas.items()
+            ]
+            transport = sorted(self._transport_s)
+            return {
+                "connected": self._status.connected,
+                "running": self._usable(),
+                "target": self._status.target,
+                "fallback_active": self._route(time.monotonic()) == "fallback",
+                "inflight": dict(inflight),
+                "retries": dict(self.retries),
+                "lost": dict(self.lost),
+                "duplicates": self.duplicates,
+                "fallback_jobs": self.fallback_jobs,
+                "deadline_errors": self.deadline_errors,
+                "transport_p50_s": _quantile(transport, 0.5),
+                "transport_p95_s": _quantile(transport, 0.95),
+                "replicas": replicas,
+            }
+
+
+def _key(gateway: str, job: DecodeJob) -> str:
+    return f"{gateway}:{job.id}"
+
+
+def _placeholder(job: DecodeJob) -> ReplicaRequest:
+    """A request not yet prepared (its key is empty until `_send` prepares it)."""
+    return ReplicaRequest(key="", stream=job.stream, kind=job.kind, window=job.window,
+                          audio=job.audio, options=job.options)  # fmt: skip
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
