@@ -17,7 +17,16 @@ pauses between them) from its own offset, looping, for `--seconds`. Reports, as 
 - the server's CPU (% of one core) and RSS over time (from /proc), the busy share of the whole
   machine (all cores; tells whether something else competed for the CPU), and the worker queue
   depth (from /metrics).
-Linux only (/proc). Needs nothing beyond the project's dependencies.
+
+With ``--backend local,ray`` it runs the same load once per backend, one after the other in one
+invocation, and prints them side by side. ``ray`` runs the server as the gateway of Ray Serve
+replicas (``--replicas N --replica-threads T``) on the cluster at ``--ray-address``, or on a
+one-node cluster on loopback that the script starts and stops itself (``--ray-address local``,
+the default). For it the report adds, from /metrics and /proc: each replica's decodes and busy
+share, the requests lost and resent, the transport's cost (round trip minus the replica's own
+time), and the gateway's CPU per stream (the server process: VAD, policy, fan-out; its Ray
+bridge process is reported apart).
+Linux only (/proc). Needs nothing beyond the project's dependencies (and ray[serve] for ray).
 """
 
 from __future__ import annotations
@@ -318,6 +327,9 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
                 }
             )
 
+    bridge = ProcStats(args._bridge_pid) if args._bridge_pid else None
+    if bridge is not None:
+        bridge.sample()
     sample_task = asyncio.create_task(sampler())
     t0s: dict[str, float] = {}
     first_frame: dict[str, float] = {}
@@ -365,6 +377,8 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     stop.set()
     await asyncio.gather(*vtasks, return_exceptions=True)
     sample_task.cancel()
+    wall = time.monotonic() - t_start
+    cluster = cluster_report(f"http://127.0.0.1:{port}/metrics", wall, bridge)
 
     report: dict[str, Any] = {
         "streams": {},
@@ -417,8 +431,10 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     if half >= 2:
         ts = np.array([x["t"] for x in samples[half:]])
         slope = float(np.polyfit(ts / 60.0, np.array(rss[half:]), 1)[0])
+    cpu_mean = statistics.fmean(cpu[1:]) if len(cpu) > 1 else None
     report.update(
         {
+            "backend": args._backend,
             "n_streams": args.streams,
             "server": f"{args.server_root} {' '.join(args.server_arg)}".strip(),
             "viewers_per_stream": args.viewers,
@@ -429,7 +445,8 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
             "segments_measured": len(all_lat),
             "missed_segments": missed_total,
             "dropped_finals": dropped_total,
-            "server_cpu_pct_mean": statistics.fmean(cpu[1:]) if len(cpu) > 1 else None,
+            "server_cpu_pct_mean": cpu_mean,
+            "server_cpu_pct_per_stream": cpu_mean / args.streams if cpu_mean else None,
             "machine_cores": os.cpu_count(),
             "machine_busy_pct_mean": (
                 statistics.fmean(x["machine_busy_pct"] for x in samples) if samples else None
@@ -439,10 +456,53 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
             "server_rss_mb_end": rss[-1] if rss else None,
             "server_rss_slope_mb_per_min_second_half": slope,
             "queue_depth_max": max((x["queue_depth"] for x in samples), default=None),
+            **cluster,
             "samples": samples,
         }
     )
     return report
+
+
+def cluster_report(url: str, wall: float, bridge: ProcStats | None) -> dict[str, Any]:
+    """The Ray backend's figures from the gateway's /metrics (nothing for a local server)."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    if "streamcap_replicas_running" not in text:
+        return {}
+    series: list[tuple[str, dict[str, str], float]] = []
+    for line in text.splitlines():
+        m = re.match(r"(\w+)(?:\{(.*)\})? (\S+)$", line)
+        if m and not line.startswith("#"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+            series.append((m.group(1), labels, float(m.group(3))))
+
+    def total(name: str, **want: str) -> float:
+        return sum(v for n, lab, v in series if n == name and want.items() <= lab.items())
+
+    replicas: dict[str, dict[str, Any]] = {}
+    for name, lab, _ in series:
+        if name == "streamcap_replica_info":
+            r = lab["replica"]
+            replicas[r] = {
+                "pid": int(lab.get("pid", 0)),
+                "node": lab.get("node"),
+                "finals": total("streamcap_replica_decodes_total", replica=r, kind="final"),
+                "partials": total("streamcap_replica_decodes_total", replica=r, kind="partial"),
+                "busy_share": round(
+                    total("streamcap_replica_compute_seconds_total", replica=r) / wall, 3
+                ),
+            }
+    return {
+        "replicas": replicas,
+        "replicas_running_end": total("streamcap_replicas_running"),
+        "finals_resent": total("streamcap_remote_retries_total", kind="final"),
+        "partials_lost": total("streamcap_remote_retries_total", kind="partial"),
+        "requests_lost": {
+            lab["reason"]: v for n, lab, v in series if n == "streamcap_remote_lost_total"
+        },
+        "duplicate_replies_ignored": total("streamcap_remote_duplicates_ignored_total"),
+        "transport_p95_s": total("streamcap_remote_transport_p95_seconds"),
+        "bridge_cpu_pct_mean": round(bridge.sample()[0], 1) if bridge is not None else None,
+    }
 
 
 def _close_code(result: object) -> int | None:
@@ -499,8 +559,124 @@ def main(argv: list[str] | None = None) -> int:
         "--server-arg", action="append", default=[], metavar="ARG",
         help="extra `streamcap serve` argument (repeat), e.g. --server-arg=--no-admission",
     )  # fmt: skip
+    p.add_argument(
+        "--backend", default="local",
+        help="local, ray, or both in turn (local,ray): one run each, reported side by side",
+    )  # fmt: skip
+    p.add_argument(
+        "--ray-address", default="local",
+        help="the Ray cluster for --backend ray: HOST:PORT, or local = start a one-node "
+        "cluster on loopback for the run (2 CPUs) and stop it after",
+    )  # fmt: skip
+    p.add_argument("--replicas", type=int, default=2, help="replicas for --backend ray")
+    p.add_argument("--replica-threads", type=int, default=1, help="threads per replica")
     args = p.parse_args(argv)
+    backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+    if not backends or set(backends) - {"local", "ray"}:
+        p.error("--backend: local, ray or local,ray")
+    reports = {}
+    for backend in backends:
+        if backend == "ray" and args.ray_address == "local":
+            with local_ray_cluster() as address:
+                reports[backend] = run_backend(args, backend, address)
+        else:
+            reports[backend] = run_backend(args, backend, args.ray_address)
+    report: dict[str, Any] = reports[backends[0]] if len(backends) == 1 else reports
+    summary = {
+        b: {k: v for k, v in r.items() if k != "samples"} for b, r in reports.items()
+    }
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(summary if len(backends) > 1 else summary[backends[0]], indent=2))
+    if len(backends) > 1:
+        print_side_by_side(summary)
+    ok = all(r["dropped_finals"] == 0 and not r["errors"] for r in reports.values())
+    return 0 if ok else 1
 
+
+def print_side_by_side(summary: dict[str, dict[str, Any]]) -> None:
+    rows = [
+        ("final latency p50 (s)", "final_latency_p50"),
+        ("final latency p95 (s)", "final_latency_p95"),
+        ("dropped finals", "dropped_finals"),
+        ("missed segments", "missed_segments"),
+        ("server CPU, % of a core", "server_cpu_pct_mean"),
+        ("server CPU per stream, %", "server_cpu_pct_per_stream"),
+        ("server RSS max (MB)", "server_rss_mb_max"),
+        ("bridge CPU, % of a core", "bridge_cpu_pct_mean"),
+        ("finals resent", "finals_resent"),
+        ("transport p95 (s)", "transport_p95_s"),
+    ]
+    names = list(summary)
+    print()
+    print(f"{'':28}" + "".join(f"{n:>12}" for n in names))
+    for label, key in rows:
+        cells = []
+        for n in names:
+            v = summary[n].get(key)
+            cells.append(f"{v:12.3f}" if isinstance(v, float) else f"{v!s:>12}")
+        print(f"{label:28}" + "".join(cells))
+    if "local" in summary and "ray" in summary:
+        a, b = summary["local"], summary["ray"]
+        for key in ("final_latency_p50", "final_latency_p95"):
+            if a.get(key) and b.get(key):
+                print(f"ray / local {key}: {b[key] / a[key]:.2f}x")
+    for n in names:
+        for rid, r in (summary[n].get("replicas") or {}).items():
+            print(f"{n} replica {rid} (pid {r['pid']}): {r['finals']:.0f} finals, "
+                  f"{r['partials']:.0f} partials, busy {100 * r['busy_share']:.0f}%")  # fmt: skip
+
+
+@contextlib.contextmanager
+def local_ray_cluster() -> Any:
+    """A one-node Ray cluster on 127.0.0.1 with 2 CPUs, stopped by its process group."""
+    import shutil
+
+    tmp = tempfile.mkdtemp(prefix="scray-", dir="/tmp")
+    port = free_port()
+    ray = str(Path(sys.executable).with_name("ray"))
+    cmd = [
+        ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+        "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
+        f"--temp-dir={tmp}", "--object-store-memory=300000000",
+        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+    ]  # fmt: skip
+    log = Path(tmp) / "head.log"
+    with open(log, "w") as out:
+        head = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in log.read_text():
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"load_test: the Ray head did not start: {log.read_text()}")
+            time.sleep(0.3)
+        yield f"127.0.0.1:{port}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bridge_pid(server_pid: int) -> int:
+    """The gateway's Ray bridge (a child process), 0 if none."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(stat[1]) == server_pid and b"streamcap.cluster.bridge" in (
+                    entry / "cmdline"
+                ).read_bytes():
+                    return int(entry.name)
+    return 0
+
+
+def run_backend(args: argparse.Namespace, backend: str, address: str) -> dict[str, Any]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="streamcap-load-") as tmp:
         record = Path(tmp)
@@ -511,6 +687,9 @@ def main(argv: list[str] | None = None) -> int:
         ]  # fmt: skip
         if args.threads:
             cmd += ["--threads", str(args.threads)]
+        if backend == "ray":
+            cmd += ["--backend", "ray", "--ray-address", address, "--replicas",
+                    str(args.replicas), "--replica-threads", str(args.replica_threads)]  # fmt: skip
         cmd += args.server_arg
         env = dict(os.environ, PYTHONPATH=str(args.server_root))
         log_path = record / "server.log"
@@ -519,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd, cwd=args.server_root, env=env, stderr=log_file, stdout=log_file
         )
         try:
-            deadline = time.monotonic() + 300
+            deadline = time.monotonic() + 400
             while True:
                 if server.poll() is not None:
                     print(log_path.read_text(), file=sys.stderr)
@@ -528,26 +707,26 @@ def main(argv: list[str] | None = None) -> int:
                     urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
                     break
                 if time.monotonic() > deadline:
-                    raise SystemExit("server not ready after 300 s")
+                    raise SystemExit("server not ready after 400 s")
                 time.sleep(0.5)
+            if backend == "ray":  # the gateway serves once one replica runs: wait for all
+                want = f"ok (ray: {args.replicas}/{args.replicas} replicas)"
+                while time.monotonic() < deadline:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz") as r:
+                        if r.read().decode().strip() == want:
+                            break
+                    time.sleep(0.5)
             args._server_pid = server.pid
-            report = asyncio.run(run_load(args, port, record))
+            args._bridge_pid = bridge_pid(server.pid)
+            args._backend = backend
+            return asyncio.run(run_load(args, port, record))
         finally:
             server.send_signal(signal.SIGINT)
             try:
-                server.wait(60)
+                server.wait(90)
             except subprocess.TimeoutExpired:
                 server.kill()
             log_file.close()
-    summary = {k: v for k, v in report.items() if k != "samples"}
-    text = json.dumps(report, indent=2)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
-    print(json.dumps(summary, indent=2))
-    ok = report["dropped_finals"] == 0 and not report["errors"]
-    return 0 if ok else 1
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -36,6 +36,11 @@ class WhisperSpec:
         self.max_length: int = int(model.config.max_target_positions)
         self.vocab_size: int = int(model.config.vocab_size)
 
+    def text_to_ids(self, text: str) -> tuple[int, ...]:
+        """Token ids of plain text (prompts): the leading space Whisper's own text has."""
+        ids = self.tokenizer.encode(" " + text.strip(), add_special_tokens=False)
+        return tuple(int(i) for i in ids)
+
     def language_id(self, language: str) -> int:
         key = language if language.startswith("<|") else f"<|{language}|>"
         if key not in self.lang_to_id:

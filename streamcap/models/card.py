@@ -54,5 +54,5 @@ class ModelCard:
         return self.spec.multilingual
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
-        """Token ids of plain text (for prompts): the same rule as `Engine.text_to_ids`."""
-        return tuple(self.spec.tokenizer.encode(" " + text.strip(), add_special_tokens=False))
+        """Token ids of plain text (for prompts), as `Engine.text_to_ids` (one rule)."""
+        return self.spec.text_to_ids(text)

@@ -190,7 +190,7 @@ class Engine:
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Token ids of plain text (for prompts)."""
-        return tuple(self.spec.tokenizer.encode(" " + text.strip(), add_special_tokens=False))
+        return self.spec.text_to_ids(text)
 
 
 def _as_causal_lm(model: Any) -> Any:
