@@ -223,6 +223,19 @@ def check_finals(srv: ServeProcess, plan: dict[str, Any], viewers: dict[str, Col
         assert [r["text"] for r in mine] == [f["text"] for f in finals], name
 
 
+def test_a_cluster_without_replicas_is_one_line(ray_head: str) -> None:
+    """Attaching (no --replicas) to a cluster that runs no streamcap replicas: the gateway says
+    so in one error line and exits (first in the module: before the gateway deploys them)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "streamcap.cli", "serve", "--port", "0", "--backend", "ray",
+         "--ray-address", ray_head],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    errors = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr
+    assert errors[0].startswith("streamcap serve: error: no streamcap replicas (app 'streamcap')")
+
+
 def test_three_streams_every_final_through_two_replicas(
     gateway: ServeProcess, speech: dict[str, Any]
 ) -> None:

@@ -22,6 +22,10 @@ the bridge process, or the local fallback) and it keeps the local worker's rules
 - with a fallback transport (``--fallback local``), work goes there while no replica has been
   usable for ``fallback_after_s``, and back to the replicas when they return.
 
+One module, longer than most: the queue, the requests in flight, the resends and the order
+barrier are one state machine under one lock, and its invariants read best in one place (the
+books are `cluster.books`).
+
 Thread contract (as `runtime.worker`): one dispatcher thread (`start`) runs ``prepare``, sends,
 and every ``on_done``; transports hand their events to `on_event` from any thread. `submit`
 never runs a callback.
@@ -34,8 +38,8 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter, deque
-from dataclasses import dataclass, field, replace
+from collections import deque
+from dataclasses import dataclass, replace
 from typing import Any
 
 from streamcap.core.capacity import Admission, CapacityConfig, Load, admit
@@ -44,8 +48,9 @@ from streamcap.runtime.costs import CostModel
 from streamcap.runtime.job_queue import JobQueue
 from streamcap.runtime.jobs import DecodeJob, JobOutcome, StreamStats, WorkerStats
 
+from .books import RemoteBooks
 from .transport import Described, Lost, Replied, Routed, Status, Transport, TransportEvent
-from .wire import ReplicaInfo, ReplicaReply, ReplicaRequest
+from .wire import ReplicaReply, ReplicaRequest
 
 log = logging.getLogger(__name__)
 
@@ -83,22 +88,11 @@ class _Attempt:
     """A job sent (or to be resent): its request, where it went, how often."""
 
     job: DecodeJob
-    request: ReplicaRequest
+    request: ReplicaRequest | None  # None until prepared (at its first send)
     via: str  # "remote" or "fallback"
     sent_at: float = 0.0
     attempts: int = 1
     replica: str | None = None  # where the router put it, once known
-
-
-@dataclass
-class _Replica:
-    """The gateway's books on one replica."""
-
-    info: ReplicaInfo
-    alive: bool = True
-    jobs: Counter[str] = field(default_factory=Counter)
-    compute_s: float = 0.0
-    lost: int = 0
 
 
 class RemoteWorker:
@@ -129,7 +123,7 @@ class RemoteWorker:
         self._order: dict[str, deque[int]] = {}  # per stream: ids of finals not yet told
         self._held: dict[int, tuple[DecodeJob, JobOutcome]] = {}  # done, earlier final pending
         self._ready: deque[tuple[DecodeJob, JobOutcome]] = deque()  # outcomes to tell
-        self._replicas: dict[str, _Replica] = {}
+        self.books = RemoteBooks()
         self._status = Status(connected=False, running=0)
         self._unusable_since: float | None = time.monotonic()
         self._thread: threading.Thread | None = None
@@ -139,12 +133,6 @@ class RemoteWorker:
         self._capacity = self._books.meter.config
         self._max_depth = 0
         self._prompt_cache: dict[str, tuple[int, ...]] = {}
-        self.retries: Counter[str] = Counter()  # by kind
-        self.lost: Counter[str] = Counter()  # by reason
-        self.duplicates = 0
-        self.fallback_jobs = 0
-        self.deadline_errors = 0
-        self._transport_s: deque[float] = deque(maxlen=512)  # round trip - replica time
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -214,8 +202,7 @@ class RemoteWorker:
                     )
                     raise UserError(f"--backend ray: {why}")
                 self._cond.wait(min(left, 0.5))
-            costs = [r.info.final_cost_s for r in self._replicas.values() if r.info.final_cost_s]
-            cost = min(costs) if costs else 1.0
+            cost = self.books.final_cost() or 1.0
             self._books.meter.set_prior(cost)
         return cost
 
@@ -283,7 +270,7 @@ class RemoteWorker:
             if isinstance(event, Status):
                 self._on_status(event)
             elif isinstance(event, Described):
-                self._replica(event.info)
+                self.books.replica(event.info)
             else:
                 self._inbox.append(event)
             self._cond.notify_all()
@@ -358,18 +345,18 @@ class RemoteWorker:
                 break
             job = jobs[0]
             partials += job.kind == "partial"
-            out.append(_Attempt(job, _placeholder(job), via))
+            out.append(_Attempt(job, None, via))
             free -= 1
         for attempt in out:
             attempt.sent_at = now
-            self._inflight[attempt.request.key or _key(self.gateway, attempt.job)] = attempt
+            self._inflight[_key(self.gateway, attempt.job)] = attempt
         return out
 
     def _send(self, attempt: _Attempt) -> None:
         """Prepare (first attempt only: a resend is the identical request) and send."""
         job = attempt.job
         key = _key(self.gateway, job)
-        if not attempt.request.key:
+        if attempt.request is None:
             try:
                 options, hypothesis = job.options, job.hypothesis
                 if job.prepare is not None:
@@ -393,7 +380,7 @@ class RemoteWorker:
         transport = self._transport if attempt.via == "remote" else self._fallback
         assert transport is not None
         if attempt.via == "fallback":
-            self.fallback_jobs += 1
+            self.books.fallback_jobs += 1
         try:
             transport.send(attempt.request)
         except Exception as e:  # the transport is gone: as if lost
@@ -416,9 +403,7 @@ class RemoteWorker:
     def _on_status(self, status: Status) -> None:
         was = self._usable(), self._status.connected
         self._status = status
-        for rid, r in self._replicas.items():
-            if status.replicas is not None:
-                r.alive = rid in status.replicas
+        self.books.running(status.replicas)
         if (self._usable(), status.connected) != was:
             log.info(
                 "cluster: %s, %d replica(s) running%s",
@@ -430,16 +415,12 @@ class RemoteWorker:
     def _replied(self, reply: ReplicaReply) -> None:
         attempt = self._inflight.pop(reply.key, None)
         if attempt is None:
-            self.duplicates += 1  # the first reply for this request was delivered already
+            self.books.duplicates += 1  # the first reply for this request was delivered already
             return
         job = attempt.job
-        replica = self._replica(reply.replica)
+        self.books.replied(job.kind, reply, time.monotonic() - attempt.sent_at)
         if reply.result is not None:
-            replica.jobs[job.kind] += 1
-            replica.compute_s += reply.compute_s
             self.costs.observe_job(job.kind, reply.encoder_s, reply.decoder_s)
-        round_trip = time.monotonic() - attempt.sent_at
-        self._transport_s.append(max(0.0, round_trip - reply.compute_s - reply.queued_s))
         outcome = JobOutcome(
             result=reply.result,
             dropped=reply.dropped,
@@ -449,8 +430,8 @@ class RemoteWorker:
             compute_s=reply.compute_s,
             queued_s=time.perf_counter() - job.submitted - reply.compute_s,
             context_s=reply.context_s,
-            options=attempt.request.options,
-            hypothesis=attempt.request.hypothesis,
+            options=attempt.request.options if attempt.request else None,
+            hypothesis=attempt.request.hypothesis if attempt.request else None,
             batch=reply.batch,
             rechecked=reply.rechecked,
         )
@@ -461,11 +442,9 @@ class RemoteWorker:
         if attempt is None:
             return
         reason = event.reason if event.reason in LOST_REASONS else "unavailable"
-        self.lost[reason] += 1
-        replica = self._replicas.get(event.replica or attempt.replica or "")
-        if replica is not None and reason == "died":
-            replica.alive = False
-            replica.lost += 1
+        self.books.lost[reason] += 1
+        if reason == "died":
+            self.books.died(event.replica or attempt.replica)
         job = attempt.job
         if reason == "rejected" and job.kind == "final":  # never reached a replica
             self._resend.appendleft(attempt)
@@ -480,7 +459,7 @@ class RemoteWorker:
             return
         attempt.attempts += 1
         attempt.replica = None
-        self.retries[job.kind] += 1
+        self.books.retries[job.kind] += 1
         self._resend.append(attempt)
         log.warning(
             "replica %s lost a final of stream %r (%s: %s): resending it (attempt %d)",
@@ -489,7 +468,7 @@ class RemoteWorker:
         )  # fmt: skip
 
     def _drop_lost(self, job: DecodeJob) -> None:
-        self.retries["partial_dropped"] += 1
+        self.books.retries["partial_dropped"] += 1
         self._books.dropped(job)
         self._ready.append((job, JobOutcome(dropped=True)))
 
@@ -503,9 +482,9 @@ class RemoteWorker:
         if self._route(now) is None:
             while self._queue.finals and wall - self._queue.finals[0].submitted > limit:
                 job = self._queue.finals.popleft()
-                late.append(_Attempt(job, _placeholder(job), "none"))
+                late.append(_Attempt(job, None, "none"))
         for a in late:
-            self.deadline_errors += 1
+            self.books.deadline_errors += 1
             log.warning("final of stream %r undecoded after %.0f s: no replica", a.job.stream,
                         limit)  # fmt: skip
             self._done(a.job, JobOutcome(error=RemoteUnavailable("no replica in time")))
@@ -543,17 +522,6 @@ class RemoteWorker:
             with self._cond:
                 self._queue.dropped.popleft()
                 self._cond.notify_all()
-
-    def _replica(self, info: ReplicaInfo) -> _Replica:
-        r = self._replicas.get(info.replica)
-        if r is None:
-            r = self._replicas[info.replica] = _Replica(info)
-            while len(self._replicas) > 64:  # replicas come and go: keep the latest
-                dead = [k for k, v in self._replicas.items() if not v.alive]
-                self._replicas.pop(dead[0] if dead else next(iter(self._replicas)))
-        r.info = info
-        r.alive = True
-        return r
 
     # ------------------------------------------------------------------ stats, capacity
 
@@ -610,56 +578,15 @@ class RemoteWorker:
     def remote_snapshot(self) -> dict[str, Any]:
         """What /metrics publishes of the backend (read at scrape time)."""
         with self._cond:
-            inflight = Counter(a.job.kind for a in self._inflight.values())
-            per_replica = Counter(
-                (a.replica, a.job.kind) for a in self._inflight.values() if a.replica
+            snap = self.books.snapshot((a.job.kind, a.replica) for a in self._inflight.values())
+            snap.update(
+                connected=self._status.connected,
+                running=self._usable(),
+                target=self._status.target,
+                fallback_active=self._route(time.monotonic()) == "fallback",
             )
-            replicas = [
-                {
-                    "replica": rid,
-                    "pid": r.info.pid,
-                    "node": r.info.node,
-                    "device": r.info.device,
-                    "precision": r.info.precision,
-                    "alive": r.alive,
-                    "finals": r.jobs["final"],
-                    "partials": r.jobs["partial"],
-                    "compute_s": r.compute_s,
-                    "lost": r.lost,
-                    "inflight_final": per_replica[(rid, "final")],
-                    "inflight_partial": per_replica[(rid, "partial")],
-                }
-                for rid, r in self._replicas.items()
-            ]
-            transport = sorted(self._transport_s)
-            return {
-                "connected": self._status.connected,
-                "running": self._usable(),
-                "target": self._status.target,
-                "fallback_active": self._route(time.monotonic()) == "fallback",
-                "inflight": dict(inflight),
-                "retries": dict(self.retries),
-                "lost": dict(self.lost),
-                "duplicates": self.duplicates,
-                "fallback_jobs": self.fallback_jobs,
-                "deadline_errors": self.deadline_errors,
-                "transport_p50_s": _quantile(transport, 0.5),
-                "transport_p95_s": _quantile(transport, 0.95),
-                "replicas": replicas,
-            }
+            return snap
 
 
 def _key(gateway: str, job: DecodeJob) -> str:
     return f"{gateway}:{job.id}"
-
-
-def _placeholder(job: DecodeJob) -> ReplicaRequest:
-    """A request not yet prepared (its key is empty until `_send` prepares it)."""
-    return ReplicaRequest(key="", stream=job.stream, kind=job.kind, window=job.window,
-                          audio=job.audio, options=job.options)  # fmt: skip
-
-
-def _quantile(xs: list[float], q: float) -> float:
-    if not xs:
-        return 0.0
-    return xs[min(len(xs) - 1, int(q * len(xs)))]

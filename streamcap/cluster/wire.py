@@ -193,5 +193,5 @@ class ClusterSpec:
             "target_ongoing_requests": max(1.0, self.inflight / 2),
             "upscale_delay_s": 10.0,
             "downscale_delay_s": 120.0,
-            "look_back_period_s": 10.0,
+            "look_back_period_s": 15.0,  # longer than Serve's metrics interval (10 s)
         }
