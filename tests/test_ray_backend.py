@@ -321,6 +321,22 @@ def test_remote_finals_equal_plain_greedy_generate(gateway, ray_head, engine, sp
         assert tuple(ref) == out.result.tokens
 
 
+def test_serve_tooling_can_build_the_app() -> None:
+    """`serve run streamcap.cluster.replica:build_app model=base ...` (docs/scaling.md): the
+    builder's arguments become the deployment's options (checked without deploying)."""
+    code = (
+        "from streamcap.cluster.replica import build_app; "
+        "app = build_app({'model': 'base', 'threads': '1', 'min_replicas': '1', "
+        "'max_replicas': '3', 'inflight': '4'}); "
+        "d = app._bound_deployment; c = d._deployment_config; "
+        "print(d.name, c.max_ongoing_requests, c.autoscaling_config.max_replicas, "
+        "d.ray_actor_options['num_cpus'], d.init_args[0].model)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["WhisperReplica", "4", "3", "1", "base"], run.stdout
+
+
 def test_an_unreachable_cluster_is_one_line() -> None:
     port = free_port()  # nothing listens there
     proc = subprocess.run(

@@ -43,9 +43,12 @@ def add_cluster_flags(p: argparse.ArgumentParser, *, backend: bool) -> None:
     )  # fmt: skip
     n.add_argument(
         "--min-replicas", type=positive_int, metavar="A",
-        help="autoscale between A and --max-replicas on queue depth",
+        help="autoscale between A and --max-replicas on queue depth (default: a fixed number)",
     )  # fmt: skip
-    g.add_argument("--max-replicas", type=positive_int, metavar="B", help="see --min-replicas")
+    g.add_argument(
+        "--max-replicas", type=positive_int, metavar="B",
+        help="see --min-replicas (default: none)",
+    )  # fmt: skip
     g.add_argument(
         "--replica-threads", type=positive_int, default=1, metavar="T",
         help="CPU threads (and Ray CPUs) per replica",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 import sys
 import threading
@@ -146,6 +147,7 @@ class Bridge:
 
 
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the gateway ends us ("close", or EOF)
     logging.basicConfig(level=logging.WARNING, format="streamcap bridge: %(message)s")
     conn = Connection(socket.socket(fileno=int(argv[0])).detach())
     spec: ClusterSpec = conn.recv()

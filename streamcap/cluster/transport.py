@@ -169,6 +169,9 @@ class BridgeTransport:
             pass_fds=(theirs.fileno(),),
             env=env,
             stdin=subprocess.DEVNULL,
+            # its own session: a terminal's Ctrl-C reaches the gateway, which drains its
+            # finals through the bridge and then closes it, never the bridge first
+            start_new_session=True,
         )
         theirs.close()
         self.pid = self._proc.pid
