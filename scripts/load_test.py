@@ -323,6 +323,7 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
                     "machine_busy_pct": round(machine.sample(), 1),
                     "rss_mb": round(rss, 1),
                     "queue_depth": m.get("streamcap_queue_depth", float("nan")),
+                    "replicas_running": m.get("streamcap_replicas_running", float("nan")),
                     "viewers": m.get("streamcap_viewers", float("nan")),
                 }
             )
@@ -569,6 +570,10 @@ def main(argv: list[str] | None = None) -> int:
         "cluster on loopback for the run (2 CPUs) and stop it after",
     )  # fmt: skip
     p.add_argument("--replicas", type=int, default=2, help="replicas for --backend ray")
+    p.add_argument(
+        "--max-replicas", type=int, default=None,
+        help="autoscale the ray backend between --replicas and this (Serve's autoscaler)",
+    )  # fmt: skip
     p.add_argument("--replica-threads", type=int, default=1, help="threads per replica")
     args = p.parse_args(argv)
     backends = [b.strip() for b in args.backend.split(",") if b.strip()]
@@ -688,8 +693,13 @@ def run_backend(args: argparse.Namespace, backend: str, address: str) -> dict[st
         if args.threads:
             cmd += ["--threads", str(args.threads)]
         if backend == "ray":
-            cmd += ["--backend", "ray", "--ray-address", address, "--replicas",
-                    str(args.replicas), "--replica-threads", str(args.replica_threads)]  # fmt: skip
+            cmd += ["--backend", "ray", "--ray-address", address,
+                    "--replica-threads", str(args.replica_threads)]  # fmt: skip
+            if args.max_replicas:
+                cmd += ["--min-replicas", str(args.replicas), "--max-replicas",
+                        str(args.max_replicas)]  # fmt: skip
+            else:
+                cmd += ["--replicas", str(args.replicas)]
         cmd += args.server_arg
         env = dict(os.environ, PYTHONPATH=str(args.server_root))
         log_path = record / "server.log"
