@@ -14,9 +14,7 @@ again once the head is back, and every final arrives once. Exit status 0 when it
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -32,30 +30,14 @@ sys.path.insert(0, str(ROOT))
 
 from serverkit import SR, Collector, ServeProcess, padded  # noqa: E402
 
+from streamcap.cluster.local_head import start_head  # noqa: E402
 from streamcap.server.client import publish, ws_url  # noqa: E402
-
-RAY = str(Path(sys.executable).with_name("ray"))
-PORT = 6411
-TMP = "/tmp/scray-headloss"
-
-
-def start_head() -> subprocess.Popen[bytes]:
-    cmd = [
-        RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={PORT}",
-        "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
-        f"--temp-dir={TMP}", "--ray-client-server-port=21195",
-        "--dashboard-agent-listen-port=21196",
-    ]  # fmt: skip
-    with open(TMP + ".log", "a") as log:
-        head = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    time.sleep(9)
-    return head
 
 
 def main() -> int:
-    head = start_head()
+    head = start_head(num_cpus=2)
     gateway = ServeProcess(
-        "--backend", "ray", "--ray-address", f"127.0.0.1:{PORT}", "--replicas", "1",
+        "--backend", "ray", "--ray-address", head.address, "--replicas", "1",
         "--replica-threads", "1", "--no-admission", ready_timeout=300,
     )  # fmt: skip
     t0 = time.monotonic()
@@ -91,13 +73,12 @@ def main() -> int:
         thread.start()
         time.sleep(6)
         say("SIGKILL to the head's process group")
-        os.killpg(head.pid, signal.SIGKILL)
-        head.wait()
+        head.kill(signal.SIGKILL)
         for _ in range(8):
             time.sleep(3)
             say(f"healthz: {health()}")
         say("head restarted")
-        head = start_head()
+        head.restart()
         for _ in range(40):
             time.sleep(3)
             now = health()
@@ -115,8 +96,7 @@ def main() -> int:
     finally:
         rc = gateway.stop(timeout=90)
         print("gateway exit status:", rc)
-        os.killpg(head.pid, signal.SIGKILL)
-        head.wait(30)
+        head.stop()
     return 0 if ok and rc == 0 else 1
 
 

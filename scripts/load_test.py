@@ -582,8 +582,10 @@ def main(argv: list[str] | None = None) -> int:
     reports = {}
     for backend in backends:
         if backend == "ray" and args.ray_address == "local":
-            with local_ray_cluster() as address:
-                reports[backend] = run_backend(args, backend, address)
+            from streamcap.cluster.local_head import local_head
+
+            with local_head(num_cpus=2) as head:
+                reports[backend] = run_backend(args, backend, head.address)
         else:
             reports[backend] = run_backend(args, backend, args.ray_address)
     report: dict[str, Any] = reports[backends[0]] if len(backends) == 1 else reports
@@ -631,41 +633,6 @@ def print_side_by_side(summary: dict[str, dict[str, Any]]) -> None:
         for rid, r in (summary[n].get("replicas") or {}).items():
             print(f"{n} replica {rid} (pid {r['pid']}): {r['finals']:.0f} finals, "
                   f"{r['partials']:.0f} partials, busy {100 * r['busy_share']:.0f}%")  # fmt: skip
-
-
-@contextlib.contextmanager
-def local_ray_cluster() -> Any:
-    """A one-node Ray cluster on 127.0.0.1 with 2 CPUs, stopped by its process group."""
-    import shutil
-
-    tmp = tempfile.mkdtemp(prefix="scray-", dir="/tmp")
-    port = free_port()
-    ray = str(Path(sys.executable).with_name("ray"))
-    cmd = [
-        ray, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-        "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
-        f"--temp-dir={tmp}", "--object-store-memory=300000000",
-        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
-    ]  # fmt: skip
-    log = Path(tmp) / "head.log"
-    with open(log, "w") as out:
-        head = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while "Ray runtime started" not in log.read_text():
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"load_test: the Ray head did not start: {log.read_text()}")
-            time.sleep(0.3)
-        yield f"127.0.0.1:{port}"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def bridge_pid(server_pid: int) -> int:

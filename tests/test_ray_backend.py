@@ -15,17 +15,13 @@ own bridge subprocess.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -44,63 +40,17 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray[serve]"),
 ]
 
-RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def ray_processes(marker: str) -> list[int]:
-    """Pids whose command line names ``marker`` (the head's temp folder)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    pids.append(int(entry.name))
-    return pids
-
-
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
-    """A one-node Ray cluster bound to 127.0.0.1: its GCS address."""
-    tmp = tempfile.mkdtemp(prefix="scray-", dir="/tmp")  # short: the raylet's unix sockets
-    port = free_port()
-    cmd = [
-        RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-        "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats",
-        f"--temp-dir={tmp}", "--object-store-memory=300000000",
-        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
-    ]  # fmt: skip
-    log = open(Path(tmp) / "head.log", "w+")  # noqa: SIM115 - read while it runs
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    head = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env=env)  # fmt: skip
+    """A one-node Ray cluster bound to 127.0.0.1: its GCS address. Nothing it started may
+    outlive it."""
+    from streamcap.cluster.local_head import start_head
+
+    head = start_head(num_cpus=2)
     try:
-        deadline = time.monotonic() + 120
-        while "Ray runtime started" not in Path(log.name).read_text():
-            assert head.poll() is None, Path(log.name).read_text()
-            assert time.monotonic() < deadline, Path(log.name).read_text()
-            time.sleep(0.3)
-        yield f"127.0.0.1:{port}"
+        yield head.address
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait(10)
-        time.sleep(1)
-        left = ray_processes(tmp)
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        log.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        left = head.stop()
         assert not left, f"Ray processes outlived the head: {left}"
 
 
@@ -338,6 +288,8 @@ def test_serve_tooling_can_build_the_app() -> None:
 
 
 def test_an_unreachable_cluster_is_one_line() -> None:
+    from streamcap.cluster.local_head import free_port
+
     port = free_port()  # nothing listens there
     proc = subprocess.run(
         [sys.executable, "-m", "streamcap.cli", "serve", "--port", "0", "--backend", "ray",

@@ -132,7 +132,6 @@ class RemoteWorker:
         self._books = WorkerAccounts(capacity)
         self._capacity = self._books.meter.config
         self._max_depth = 0
-        self._prompt_cache: dict[str, tuple[int, ...]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -252,14 +251,7 @@ class RemoteWorker:
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Prompt token ids from the gateway's own tokenizer (cached; never a remote call)."""
-        if not text:
-            return ()
-        ids = self._prompt_cache.get(text)
-        if ids is None:
-            if len(self._prompt_cache) > 256:
-                self._prompt_cache.clear()
-            ids = self._prompt_cache[text] = self.engine.text_to_ids(text)
-        return ids
+        return tuple(self.engine.text_to_ids(text)) if text else ()
 
     # ------------------------------------------------------------------ events in
 

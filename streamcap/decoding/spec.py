@@ -35,11 +35,20 @@ class WhisperSpec:
         self.begin_suppress: list[int] = list(gen.begin_suppress_tokens or [])
         self.max_length: int = int(model.config.max_target_positions)
         self.vocab_size: int = int(model.config.vocab_size)
+        self._prompt_ids: dict[str, tuple[int, ...]] = {}
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
-        """Token ids of plain text (prompts): the leading space Whisper's own text has."""
-        ids = self.tokenizer.encode(" " + text.strip(), add_special_tokens=False)
-        return tuple(int(i) for i in ids)
+        """Token ids of plain text (prompts): the leading space Whisper's own text has.
+        Cached per text (a stream's prompts repeat from decode to decode; bounded)."""
+        if not text:
+            return ()
+        ids = self._prompt_ids.get(text)
+        if ids is None:
+            if len(self._prompt_ids) > 256:
+                self._prompt_ids.clear()
+            encoded = self.tokenizer.encode(" " + text.strip(), add_special_tokens=False)
+            ids = self._prompt_ids[text] = tuple(int(i) for i in encoded)
+        return ids
 
     def language_id(self, language: str) -> int:
         key = language if language.startswith("<|") else f"<|{language}|>"

@@ -101,7 +101,6 @@ class InferenceWorker:
         #: totals, per-stream totals and the load meter (`runtime.accounts`), under the lock
         self._books = WorkerAccounts(capacity)
         self._max_depth = 0
-        self._prompt_cache: dict[str, tuple[int, ...]] = {}
         #: measured cost per batch size (`runtime.costs`), kept by the thread that runs jobs
         self.costs = CostModel(CostModelConfig(max_batch=max(1, max_batch)))
         self._batcher: BatchRunner | None = None  # made at the first batch
@@ -408,11 +407,4 @@ class InferenceWorker:
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Prompt token ids (cached per text: prompts repeat from decode to decode)."""
-        if not text:
-            return ()
-        ids = self._prompt_cache.get(text)
-        if ids is None:
-            if len(self._prompt_cache) > 256:
-                self._prompt_cache.clear()
-            ids = self._prompt_cache[text] = self.engine.text_to_ids(text)
-        return ids
+        return tuple(self.engine.text_to_ids(text)) if text else ()
