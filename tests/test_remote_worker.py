@@ -175,13 +175,13 @@ def test_a_lost_final_is_resent_identically_and_told_exactly_once() -> None:
         t.lose(first)
         again = t.wait_sent(2)[1]
         assert again is first  # the identical request: same key, options, hypothesis, audio
-        assert worker.books.retries["final"] == 1 and worker.books.lost["died"] == 1
+        assert worker.remote_books.retries["final"] == 1 and worker.remote_books.lost["died"] == 1
         t.reply(again, "second", replica="r1")
         t.reply(first, "late reply of the dead one")  # it had finished after all
         told.wait(1)
         time.sleep(0.2)
         assert [o.result.text for o in told.of(f) if o.result] == ["second"]
-        assert worker.books.duplicates == 1
+        assert worker.remote_books.duplicates == 1
         snap = worker.remote_snapshot()
         assert snap["retries"]["final"] == 1 and snap["duplicates"] == 1
     finally:
@@ -230,7 +230,7 @@ def test_a_final_that_cannot_be_decoded_in_time_is_an_error_not_silence() -> Non
         f = worker.submit(make_job("a", "final", 1, told))
         told.wait(1, timeout=5)
         assert isinstance(told.of(f)[0].error, RemoteUnavailable) and t.sent == []
-        assert worker.books.deadline_errors == 1 and "degraded" in worker.health()
+        assert worker.remote_books.deadline_errors == 1 and "degraded" in worker.health()
     finally:
         worker.stop(timeout=5)
 
@@ -282,7 +282,7 @@ def test_the_bridge_going_away_loses_in_flight_finals_which_are_resent() -> None
         t.status(running=1)
         t.reply(t.wait_sent(2)[1])
         told.wait(1)
-        assert told.of(f)[0].result is not None and worker.books.lost["bridge"] == 1
+        assert told.of(f)[0].result is not None and worker.remote_books.lost["bridge"] == 1
     finally:
         worker.stop(timeout=5)
 

@@ -48,9 +48,7 @@ def run_replicas(args: argparse.Namespace) -> int:
     if not args.status:
         if control.replica_states(spec.app):
             say(f"app {spec.app!r} runs already: updating it (its replicas restart)")
-            control.redeploy(spec)
-        else:
-            control.ensure_app(spec)
+        control.redeploy(spec)
         say(f"starting replicas of {spec.replica.model} ...")
         error = control.wait_running(spec)
         if error:

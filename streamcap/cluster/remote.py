@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from streamcap.core.capacity import Admission, CapacityConfig, Load, admit
+from streamcap.models.card import ModelCard, RemotePlacement
 from streamcap.runtime.accounts import WorkerAccounts
 from streamcap.runtime.costs import CostModel
 from streamcap.runtime.job_queue import JobQueue
@@ -123,7 +124,7 @@ class RemoteWorker:
         self._order: dict[str, deque[int]] = {}  # per stream: ids of finals not yet told
         self._held: dict[int, tuple[DecodeJob, JobOutcome]] = {}  # done, earlier final pending
         self._ready: deque[tuple[DecodeJob, JobOutcome]] = deque()  # outcomes to tell
-        self.books = RemoteBooks()
+        self.remote_books = RemoteBooks()  # the replicas' work, losses and resends
         self._status = Status(connected=False, running=0)
         self._unusable_since: float | None = time.monotonic()
         self._thread: threading.Thread | None = None
@@ -201,7 +202,7 @@ class RemoteWorker:
                     )
                     raise UserError(f"--backend ray: {why}")
                 self._cond.wait(min(left, 0.5))
-            cost = self.books.final_cost() or 1.0
+            cost = self.remote_books.final_cost() or 1.0
             self._books.meter.set_prior(cost)
         return cost
 
@@ -262,7 +263,10 @@ class RemoteWorker:
             if isinstance(event, Status):
                 self._on_status(event)
             elif isinstance(event, Described):
-                self.books.replica(event.info)
+                self.remote_books.replica(event.info)
+                if isinstance(self.engine, ModelCard):  # streamcap_engine_info says where
+                    info = event.info
+                    self.engine.placement = RemotePlacement(f"ray:{info.device}", info.precision)
             else:
                 self._inbox.append(event)
             self._cond.notify_all()
@@ -372,7 +376,7 @@ class RemoteWorker:
         transport = self._transport if attempt.via == "remote" else self._fallback
         assert transport is not None
         if attempt.via == "fallback":
-            self.books.fallback_jobs += 1
+            self.remote_books.fallback_jobs += 1
         try:
             transport.send(attempt.request)
         except Exception as e:  # the transport is gone: as if lost
@@ -395,7 +399,7 @@ class RemoteWorker:
     def _on_status(self, status: Status) -> None:
         was = self._usable(), self._status.connected
         self._status = status
-        self.books.running(status.replicas)
+        self.remote_books.running(status.replicas)
         if (self._usable(), status.connected) != was:
             log.info(
                 "cluster: %s, %d replica(s) running%s",
@@ -407,10 +411,10 @@ class RemoteWorker:
     def _replied(self, reply: ReplicaReply) -> None:
         attempt = self._inflight.pop(reply.key, None)
         if attempt is None:
-            self.books.duplicates += 1  # the first reply for this request was delivered already
+            self.remote_books.duplicates += 1  # the first reply for it was delivered already
             return
         job = attempt.job
-        self.books.replied(job.kind, reply, time.monotonic() - attempt.sent_at)
+        self.remote_books.replied(job.kind, reply, time.monotonic() - attempt.sent_at)
         if reply.result is not None:
             self.costs.observe_job(job.kind, reply.encoder_s, reply.decoder_s)
         outcome = JobOutcome(
@@ -434,9 +438,9 @@ class RemoteWorker:
         if attempt is None:
             return
         reason = event.reason if event.reason in LOST_REASONS else "unavailable"
-        self.books.lost[reason] += 1
+        self.remote_books.lost[reason] += 1
         if reason == "died":
-            self.books.died(event.replica or attempt.replica)
+            self.remote_books.died(event.replica or attempt.replica)
         job = attempt.job
         if reason == "rejected" and job.kind == "final":  # never reached a replica
             self._resend.appendleft(attempt)
@@ -451,7 +455,7 @@ class RemoteWorker:
             return
         attempt.attempts += 1
         attempt.replica = None
-        self.books.retries[job.kind] += 1
+        self.remote_books.retries[job.kind] += 1
         self._resend.append(attempt)
         log.warning(
             "replica %s lost a final of stream %r (%s: %s): resending it (attempt %d)",
@@ -460,7 +464,7 @@ class RemoteWorker:
         )  # fmt: skip
 
     def _drop_lost(self, job: DecodeJob) -> None:
-        self.books.retries["partial_dropped"] += 1
+        self.remote_books.retries["partial_dropped"] += 1
         self._books.dropped(job)
         self._ready.append((job, JobOutcome(dropped=True)))
 
@@ -476,7 +480,7 @@ class RemoteWorker:
                 job = self._queue.finals.popleft()
                 late.append(_Attempt(job, None, "none"))
         for a in late:
-            self.books.deadline_errors += 1
+            self.remote_books.deadline_errors += 1
             log.warning("final of stream %r undecoded after %.0f s: no replica", a.job.stream,
                         limit)  # fmt: skip
             self._done(a.job, JobOutcome(error=RemoteUnavailable("no replica in time")))
@@ -570,7 +574,8 @@ class RemoteWorker:
     def remote_snapshot(self) -> dict[str, Any]:
         """What /metrics publishes of the backend (read at scrape time)."""
         with self._cond:
-            snap = self.books.snapshot((a.job.kind, a.replica) for a in self._inflight.values())
+            pending = [(a.job.kind, a.replica) for a in self._inflight.values()]
+            snap = self.remote_books.snapshot(pending)
             snap.update(
                 connected=self._status.connected,
                 running=self._usable(),

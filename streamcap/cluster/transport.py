@@ -25,12 +25,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from streamcap.errors import UserError
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 
 from .wire import PROTOCOL, ClusterSpec, ReplicaInfo, ReplicaReply, ReplicaRequest, job_of, reply_of
+
+if TYPE_CHECKING:  # the worker imports torch: not at the gateway's import
+    from streamcap.runtime.worker import InferenceWorker
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +92,7 @@ class Transport(Protocol):
 class LocalTransport:
     """Decodes on an `InferenceWorker` of this process, as one always-running replica."""
 
-    def __init__(self, worker: object, name: str = "local") -> None:
-        from streamcap.runtime.worker import InferenceWorker
-
-        assert isinstance(worker, InferenceWorker)
+    def __init__(self, worker: InferenceWorker, name: str = "local") -> None:
         self.worker = worker
         engine = worker.engine
         self.info = ReplicaInfo(
@@ -139,7 +139,6 @@ class BridgeTransport:
         self._pending: set[str] = set()  # sent through the current bridge, not yet answered
         self._closing = False
         self.pid = 0
-        self.restarts = 0
 
     # the gateway's side of the pipe
 
@@ -290,7 +289,6 @@ class BridgeTransport:
             self._kill()
             first = self._spawn()
             if first[0] != "error":
-                self.restarts += 1
                 log.warning("the Ray bridge is back (pid %d)", self.pid)
                 return
             self._emit(Status(False, 0, error=str(first[1])))

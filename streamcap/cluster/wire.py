@@ -91,19 +91,6 @@ class ReplicaReply:
     queue_depth: int = 0  # the replica's waiting jobs when it answered
 
 
-@dataclass(frozen=True)
-class ReplicaState:
-    """What the gateway knows of one replica (from replies, routing and Serve's status)."""
-
-    info: ReplicaInfo
-    alive: bool = True
-    inflight_finals: int = 0
-    inflight_partials: int = 0
-    jobs: int = 0
-    compute_s: float = 0.0
-    lost: int = 0
-
-
 def job_of(request: ReplicaRequest, on_done: Callable[[DecodeJob, JobOutcome], None]) -> DecodeJob:
     """The local worker's job for ``request`` (on a replica, or the gateway's fallback)."""
     return DecodeJob(

@@ -70,10 +70,6 @@ class JobQueue:
             return waiting[:n]
         return []
 
-    def put_back(self, job: DecodeJob) -> None:
-        """A final taken but not done (its decoder was lost): first in line again."""
-        self.finals.appendleft(job)
-
     def drop_partials(self) -> list[DecodeJob]:
         """Drop every waiting partial (a stop); returns them (now in `dropped`)."""
         stale = list(self.partials.values())
@@ -93,8 +89,8 @@ class JobQueue:
         """Jobs waiting to run (not counting the dropped ones)."""
         return len(self.finals) + len(self.partials)
 
-    def has_work(self, partials: bool = True) -> bool:
-        return bool(self.finals) or (partials and bool(self.partials))
+    def has_work(self) -> bool:
+        return bool(self.finals) or bool(self.partials)
 
     def waiting(self, stream: str) -> int:
         """Jobs of ``stream`` waiting to run."""
