@@ -38,6 +38,7 @@ import os
 import sys
 import tempfile
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
@@ -54,7 +55,13 @@ from streamcap.core.policy import PolicyConfig
 from streamcap.decoding.reference import reference_decode
 from streamcap.runtime.clock import RealClock, SimulatedClock
 from streamcap.runtime.engine import Engine, options_for
-from streamcap.runtime.stream import CaptionStage, LiveConfig, LiveStream, replay
+from streamcap.runtime.stream import (
+    CaptionStage,
+    LiveConfig,
+    LiveStream,
+    replay,
+    split_language,
+)
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
 
 SR = SAMPLE_RATE
@@ -112,7 +119,9 @@ def build_config(language: str | None, settings: list[str]) -> LiveConfig:
             live[name] = _value(raw)
         else:
             raise SystemExit(f"unknown setting {name!r}")
-    base = LiveConfig(language=language)
+    # "auto" (or "none"): detect once per stream and keep it; "auto-each": every utterance
+    code, lock = split_language(None if language in (None, "auto", "none") else language)
+    base = LiveConfig(language=code, lock_language=lock)
     return replace(base, policy=replace(base.policy, **policy), **live)
 
 
@@ -167,11 +176,28 @@ def run_stream(
         "decodes": decodes,
         "worker": stats,
         "early_finals": stream.early_finals,
+        "language": stream.language,
+        "finals_dropped": stream.drops,
         "stage": made,
         "feed_s": feed_s,
         "wall_s": wall,
         "compute_s": float(stats["compute_s"]) + feed_s,
     }
+
+
+def foreign_script(text: str, script: str = "LATIN") -> bool:
+    """True when ``text`` has a letter outside ``script`` (Unicode names: LATIN, CYRILLIC,
+    HEBREW, THAI, ...): a caption in another language than the speech's."""
+    return any(ch.isalpha() and not unicodedata.name(ch, "").startswith(script) for ch in text)
+
+
+def foreign_script_counts(events: list[Any], script: str = "LATIN") -> dict[str, int]:
+    """Partial and final events whose text has letters outside ``script``."""
+    counts = {"partial": 0, "final": 0}
+    for _, cap in events:
+        if cap.type in counts and foreign_script(cap.text, script):
+            counts[cap.type] += 1
+    return counts
 
 
 def warm_up(engine: Engine, audio: np.ndarray, language: str | None) -> None:
@@ -378,30 +404,32 @@ def offline_wer(
     segments: list[dict[str, Any]],
     config: LiveConfig,
     norm: Any,
-) -> tuple[float | None, list[dict[str, Any]], float]:
+) -> tuple[float | None, list[dict[str, Any]], float, dict[str, int]]:
     """The offline baseline: ``streamcap transcribe`` on the whole file (`Transcription`: the
     segmenter cuts utterances, each decoded as one window, the hallucination guard drops
     finals), same model and decoding options as the stream. No reference times are used, so any
-    segment length works. Returns (WER, its finals, compute seconds)."""
+    segment length works. Returns (WER, its finals, compute seconds, finals dropped by reason)."""
     from streamcap.runtime.transcribe import TranscribeOptions, Transcription
 
     if not segments:
-        return None, [], 0.0
+        return None, [], 0.0, {}
     opts = TranscribeOptions(
-        decoding=options_for(engine, config.language, config.task), segmenter=config.segmenter
+        decoding=options_for(engine, config.language, config.task),
+        segmenter=config.segmenter,
+        guard=config.policy.guard,
     )
     with tempfile.TemporaryDirectory() as tmp:
         if gain != 1.0:  # transcribe what the stream heard
             path = str(Path(tmp) / "gained.wav")
             sf.write(path, audio, SR, subtype="FLOAT")
         t0 = time.perf_counter()
+        job = Transcription(engine, path, opts, stream="offline")
         finals: list[dict[str, Any]] = [
-            {"start": round(c.start, 3), "end": round(c.end, 3), "text": c.text}
-            for c in Transcription(engine, path, opts, stream="offline")
+            {"start": round(c.start, 3), "end": round(c.end, 3), "text": c.text} for c in job
         ]
         compute = time.perf_counter() - t0
     ref = norm(" ".join(s["text"] for s in segments))
-    return _wer(ref, norm(" ".join(f["text"] for f in finals))), finals, compute
+    return _wer(ref, norm(" ".join(f["text"] for f in finals))), finals, compute, job.drops
 
 
 def check_identical(engine: Engine, decodes: list[tuple[DecodeJob, JobOutcome]]) -> dict[str, Any]:
@@ -498,7 +526,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--png", help="timeline PNG (default: the JSON path with .png)")
     ap.add_argument("--clock", choices=("simulated", "real"), default="simulated")
     ap.add_argument("--model", default="base")
-    ap.add_argument("--language", default="en")
+    ap.add_argument("--language", default="en",
+                    help="a code; auto: detected once per stream; auto-each: per utterance",
+                    )  # fmt: skip
+    ap.add_argument("--script", default="LATIN",
+                    help="the speech's script (Unicode name prefix): captions with other "
+                    "letters are counted as foreign_script")  # fmt: skip
     ap.add_argument("--chunk", type=float, default=0.1, help="seconds of audio per feed")
     ap.add_argument("--gain", type=float, default=1.0,
                     help="multiply the audio (clipped): louder noise tests the guards")  # fmt: skip
@@ -509,11 +542,14 @@ def main(argv: list[str] | None = None) -> int:
                     "(steadier on a machine shared with other jobs)")  # fmt: skip
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a LiveConfig/PolicyConfig field (repeatable)")  # fmt: skip
+    ap.add_argument("--vad", choices=("webrtc", "silero"), default="webrtc",
+                    help="the segmenter's voice detector")  # fmt: skip
     ap.add_argument("--no-offline", action="store_true", help="skip the offline WER baseline")
     ap.add_argument("--no-check", action="store_true", help="skip the exactness check")
     args = ap.parse_args(argv)
 
     config = build_config(args.language, args.set)
+    config = replace(config, segmenter=replace(config.segmenter, vad=args.vad))
     norm, norm_name = make_normalizer()
     audio = load_audio(args.audio)
     if args.gain != 1.0:
@@ -531,10 +567,12 @@ def main(argv: list[str] | None = None) -> int:
         k: v for k, v in metrics.items() if k not in ("segments", "event_segments")
     }
     out["rtf"] = run["compute_s"] / duration
+    out["foreign_script"] = foreign_script_counts(run["events"], args.script.upper())
+    out["stream_language"] = run["language"]
     out["precision"] = engine.precision
     if not args.no_offline:
-        out["offline_wer"], out["offline_finals"], offline_s = offline_wer(
-            engine, args.audio, audio, args.gain, segments, config, norm
+        out["offline_wer"], out["offline_finals"], offline_s, out["offline_finals_dropped"] = (
+            offline_wer(engine, args.audio, audio, args.gain, segments, config, norm)
         )
         out["offline_rtf"] = offline_s / duration
     if not args.no_check:
@@ -558,6 +596,7 @@ def main(argv: list[str] | None = None) -> int:
         normalizer=norm_name,
         worker=run["worker"],
         early_finals=run["early_finals"],
+        finals_dropped=run["finals_dropped"],
         config=_config_dict(config),
         segments=metrics["segments"],
         decodes=[_decode_row(job, o) for job, o in run["decodes"]],
@@ -577,7 +616,9 @@ def main(argv: list[str] | None = None) -> int:
     keys = ("final_latency_p50", "final_latency_p95", "first_partial_latency_p50",
             "first_partial_latency_p95", "stream_wer", "offline_wer", "flicker", "rtf",
             "offline_rtf", "hallucinated_words_per_min", "speculative_identical",
-            "missed_segments", "early_finals")  # fmt: skip
+            "missed_segments", "early_finals", "foreign_script", "stream_language",
+            "finals_dropped",
+            "offline_finals_dropped")  # fmt: skip
     print(json.dumps({k: out.get(k) for k in keys}, default=_json_default))
     print(f"wrote {args.json} and {png}", file=sys.stderr)
     return 0

@@ -121,6 +121,18 @@ def load_program(reference: Path | None) -> Program:
     return Program(np.concatenate(parts), segs)
 
 
+def turns_of(program: Program, talker: int, talkers: int, margin: float = 0.3) -> Program:
+    """One talker's microphone in a room where ``talkers`` take turns: the reference segments
+    go round the talkers in order, and each one hears only its own (silence elsewhere)."""
+    audio = np.zeros_like(program.audio)
+    mine = [s for k, s in enumerate(program.segments) if k % talkers == talker]
+    for seg in mine:
+        a = max(0, int((seg.start - margin) * SR))
+        b = min(len(audio), int((seg.end + margin) * SR))
+        audio[a:b] = program.audio[a:b]
+    return Program(audio, mine)
+
+
 def program_for(base: Program, offset: float, seconds: float) -> Program:
     """`base` from `offset`, looped, `seconds` long, with its segments shifted to match."""
     n = int(seconds * SR)
@@ -294,13 +306,25 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     program = load_program(None if args.clips else args.reference)
     dur = len(program.audio) / SR
     streams = [f"load{i}" for i in range(args.streams)]
-    programs = [
-        program_for(program, dur * i / args.streams, args.seconds) for i in range(len(streams))
-    ]
+    if args.room:  # one room, its publishers taking turns (each publisher: a speaker name)
+        whole = program_for(program, 0.0, args.seconds)
+        programs = [turns_of(whole, i, len(streams)) for i in range(len(streams))]
+    else:
+        programs = [
+            program_for(program, dur * i / args.streams, args.seconds)
+            for i in range(len(streams))
+        ]
+
+    def room_of(s: str) -> str:
+        return "room" if args.room else s
+
+    def speaker_of(s: str) -> str | None:
+        return f"P{streams.index(s)}" if args.room else None
+
     viewers = {s: [ViewerLog() for _ in range(args.viewers)] for s in streams}
     stop = asyncio.Event()
     vtasks = [
-        asyncio.create_task(run_viewer(ws_url(base, "captions", s), v, stop))
+        asyncio.create_task(run_viewer(ws_url(base, "captions", room_of(s)), v, stop))
         for s in streams
         for v in viewers[s]
     ]
@@ -342,7 +366,8 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
             first_frame.setdefault(stream, time.monotonic())
 
         try:
-            await publish(ws_url(base, "ingest", stream), programs[i].audio, SR, on_frame=on_frame)
+            url = ws_url(base, "ingest", room_of(stream), speaker=speaker_of(stream))
+            await publish(url, programs[i].audio, SR, on_frame=on_frame)
         finally:
             # Frame k (k = 0, 1, ...) leaves at t0 + k * 0.1: audio time t was sent by t0 + t.
             if stream in first_frame:
@@ -395,18 +420,31 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     dropped_total = 0
     missed_total = 0
     for i, s in enumerate(streams):
-        path = record / f"{s}.jsonl"
+        path = record / f"{room_of(s)}.jsonl"
         recorded = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+        if args.room:
+            recorded = [r for r in recorded if r.get("speaker") == speaker_of(s)]
         rec_seqs = {r["seq"] for r in recorded}
         first = viewers[s][0]
-        finals = [(t, ev["text"]) for t, ev in first.events if ev["type"] == "final"]
+        finals = [
+            (t, ev["text"])
+            for t, ev in first.events
+            if ev["type"] == "final" and ev.get("speaker") == speaker_of(s)
+        ]
         if s in refused:  # admission control said no at once: nothing was promised
             report["streams"][s] = {"refused": True}
             continue
         lat, missed = final_latencies(programs[i].segments, finals, t0s.get(s, t_start))
         late = sum(t > closed_at + 2.0 for t, _ in finals)
         dropped = [
-            len(rec_seqs - {ev["seq"] for _, ev in v.events if ev["type"] == "final"})
+            len(
+                rec_seqs
+                - {
+                    ev["seq"]
+                    for _, ev in v.events
+                    if ev["type"] == "final" and ev.get("speaker") == speaker_of(s)
+                }
+            )
             for v in viewers[s]
         ]
         partials = [sum(ev["type"] == "partial" for _, ev in v.events) for v in viewers[s]]
@@ -540,6 +578,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--streams", type=int, default=1, help="publishers (N)")
     p.add_argument("--viewers", type=int, default=1, help="viewers per stream (M)")
+    p.add_argument(
+        "--room",
+        action="store_true",
+        help="the N publishers are speakers P0..P(N-1) of one room, taking turns "
+        "(the reference's segments go round them)",
+    )
     p.add_argument("--seconds", type=float, default=60.0, help="audio per publisher (S)")
     p.add_argument("--model", default="base")
     p.add_argument("--threads", type=int, default=None, help="torch threads in the server")

@@ -1,7 +1,9 @@
 """Subtitle and transcript files: SRT, WebVTT, JSONL and TXT writers for caption events.
 
 Writers keep only finals (finals are never revised, so a file can be appended to as they
-arrive, and a crash or Ctrl-C leaves a valid file with everything so far).
+arrive, and a crash or Ctrl-C leaves a valid file with everything so far). An appending writer
+keeps arrival order; `render_srt` / `render_vtt` / `render_txt` (whole documents, e.g. a room's
+``/streams/ID.srt``) sort by start time, since a room's finals arrive in the order speech ended.
 """
 
 from __future__ import annotations
@@ -296,41 +298,48 @@ class CaptionWriter:
 
 class SrtWriter(CaptionWriter):
     """SubRip: numbered cues, `HH:MM:SS,mmm` times, blank line between cues; "Name: " leads
-    a cue when the caption says who spoke."""
+    a cue when the caption says who spoke and the speaker is not the previous cue's (a
+    continuation cue of the same speaker goes without it)."""
 
     def __init__(self, target: TextIO | str | os.PathLike[str]) -> None:
         self._index = 0
+        self._speaker = ""  # whose words the previous cue was
         super().__init__(target)
 
+    def _cue(self, t0: float, t1: float, lines: list[str], speaker: str) -> str:
+        self._index += 1
+        body = "\n".join(lines)
+        if speaker and speaker != self._speaker:  # SRT has no voice markup: the name leads
+            body = f"{speaker}: {body}"
+        self._speaker = speaker
+        return f"{self._index}\n{format_srt_time(t0)} --> {format_srt_time(t1)}\n{body}\n\n"
+
     def _format(self, caption: Caption) -> str:
-        parts = []
-        for t0, t1, lines in _cues(caption):
-            self._index += 1
-            body = "\n".join(lines)
-            if caption.speaker:  # SRT has no voice markup: the name leads the cue
-                body = f"{caption.speaker}: {body}"
-            parts.append(
-                f"{self._index}\n{format_srt_time(t0)} --> {format_srt_time(t1)}\n{body}\n\n"
-            )
-        return "".join(parts)
+        return "".join(
+            self._cue(t0, t1, lines, caption.speaker) for t0, t1, lines in _cues(caption)
+        )
 
 
 class VttWriter(CaptionWriter):
     """WebVTT: `WEBVTT` header, `HH:MM:SS.mmm` times, text escaped for cue payloads, a
-    ``<v Name>`` voice span when the caption says who spoke."""
+    ``<v Name>`` voice span on every cue of a caption that says who spoke (a voice span
+    belongs to its cue: players show or style the name per cue, so it is not left off on
+    continuation cues)."""
 
     def _begin(self) -> None:
         self._file.write("WEBVTT\n\n")
         self._file.flush()
 
+    def _cue(self, t0: float, t1: float, lines: list[str], speaker: str) -> str:
+        body = "\n".join(_vtt_escape(x) for x in lines)
+        if speaker:
+            body = f"<v {_vtt_escape(speaker)}>{body}"
+        return f"{format_vtt_time(t0)} --> {format_vtt_time(t1)}\n{body}\n\n"
+
     def _format(self, caption: Caption) -> str:
-        parts = []
-        for t0, t1, lines in _cues(caption):
-            body = "\n".join(_vtt_escape(x) for x in lines)
-            if caption.speaker:  # a voice span: players show or style the name
-                body = f"<v {_vtt_escape(caption.speaker)}>{body}"
-            parts.append(f"{format_vtt_time(t0)} --> {format_vtt_time(t1)}\n{body}\n\n")
-        return "".join(parts)
+        return "".join(
+            self._cue(t0, t1, lines, caption.speaker) for t0, t1, lines in _cues(caption)
+        )
 
 
 class JsonlWriter(CaptionWriter):
@@ -351,11 +360,17 @@ class JsonlWriter(CaptionWriter):
 
 class TxtWriter(CaptionWriter):
     """Plain transcript: one final per line, whitespace normalised, "Name: " first when the
-    caption says who spoke."""
+    caption says who spoke and the speaker is not the previous line's."""
+
+    def __init__(self, target: TextIO | str | os.PathLike[str]) -> None:
+        self._speaker = ""
+        super().__init__(target)
 
     def _format(self, caption: Caption) -> str:
         text = " ".join(caption.text.split())
-        return f"{caption.speaker}: {text}\n" if caption.speaker else text + "\n"
+        name = caption.speaker if caption.speaker != self._speaker else ""
+        self._speaker = caption.speaker
+        return f"{name}: {text}\n" if name else text + "\n"
 
 
 _WRITERS: dict[str, type[CaptionWriter]] = {
@@ -387,15 +402,44 @@ def open_writer(path: str | os.PathLike[str], *, include_partials: bool = False)
     return cls(path)
 
 
+def _in_time_order(captions: Iterable[Caption]) -> list[Caption]:
+    """The finals worth writing, by start time; equal starts keep their order (stable). A
+    room's finals arrive in the order speech *ended*, so a long turn that began first comes
+    after a short one said inside it."""
+    return sorted(
+        (c for c in captions if c.type == "final" and c.text.strip()), key=lambda c: c.start
+    )
+
+
+def _timed_cues(captions: Iterable[Caption]) -> list[tuple[float, float, list[str], str]]:
+    """Every cue of the finals among `captions`, sorted by start time (stable), with its
+    speaker: cues of overlapping finals interleave by when they were said."""
+    cues = [
+        (t0, t1, lines, c.speaker) for c in _in_time_order(captions) for t0, t1, lines in _cues(c)
+    ]
+    return sorted(cues, key=lambda cue: cue[0])
+
+
 def render_srt(captions: Iterable[Caption]) -> str:
-    """Whole SRT document for the finals among `captions`."""
+    """Whole SRT document for the finals among `captions`, cues in time order."""
     buf = io.StringIO()
-    SrtWriter(buf).write_all(captions)
+    writer = SrtWriter(buf)
+    for cue in _timed_cues(captions):
+        buf.write(writer._cue(*cue))
     return buf.getvalue()
 
 
 def render_vtt(captions: Iterable[Caption]) -> str:
-    """Whole WebVTT document for the finals among `captions`."""
+    """Whole WebVTT document for the finals among `captions`, cues in time order."""
     buf = io.StringIO()
-    VttWriter(buf).write_all(captions)
+    writer = VttWriter(buf)
+    for cue in _timed_cues(captions):
+        buf.write(writer._cue(*cue))
+    return buf.getvalue()
+
+
+def render_txt(captions: Iterable[Caption]) -> str:
+    """Whole plain transcript for the finals among `captions`, in order of their start."""
+    buf = io.StringIO()
+    TxtWriter(buf).write_all(_in_time_order(captions))
     return buf.getvalue()

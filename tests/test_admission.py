@@ -120,3 +120,51 @@ def test_finals_not_out_in_time_are_not_claimed_out_and_still_reach_viewers(
         assert viewer.wait_for(lambda c: c.finals(), 60), "the late final never came"
         assert recall(viewer.text(), "mary rolled the barrel") >= 0.75
         viewer.stop()
+
+
+@pytest.fixture
+def one_room_server(engine: Any) -> Iterator[ServerThread]:
+    """A fresh worker (nothing measured yet) whose prior holds one stream, as a 2-core CPU's
+    default budget does for base: a final's cost / 5.7 s against a 1 % budget."""
+    from streamcap.runtime.worker import InferenceWorker
+
+    w = InferenceWorker(engine, capacity=CapacityConfig(max_finals_load=0.01))
+    assert w.warm_up() > 0
+    w.start()
+    config = ServerConfig(port=0, publish_token=PUB, view_token=VIEW, max_speakers_per_room=3)
+    try:
+        with ServerThread(config, w) as srv:
+            yield srv
+    finally:
+        w.stop()
+
+
+def test_a_second_publisher_of_a_live_room_is_admitted_where_a_second_stream_is_not(
+    one_room_server: ServerThread, speech: dict[str, Any]
+) -> None:
+    """Issue 20: a room's publishers take turns, so the room is one talk channel; a second
+    member was refused `1013 server is full` on an idle machine. A second room still is
+    refused, with a reason a person reads."""
+    srv = one_room_server
+    with connect(ws_url(base(srv), "ingest", "meeting", token=PUB, speaker="Ana")) as ana:
+        ana.send(json.dumps(START))
+        assert json.loads(ana.recv(timeout=10))["type"] == "ready"
+        with connect(ws_url(base(srv), "ingest", "meeting", token=PUB, speaker="Ben")) as ben:
+            ben.send(json.dumps(START))
+            msg = json.loads(ben.recv(timeout=10))
+            assert msg["type"] == "ready", msg
+            with pytest.raises(PublishError) as info:
+                url = ws_url(base(srv), "ingest", "other", token=PUB)
+                asyncio.run(publish(url, speech["en_real_praatio_mary"], SR))
+            assert info.value.code == 1013
+            assert "one more would take" in info.value.reason
+            assert "over the limit of 1 %" in info.value.reason
+            # the room's members both caption
+            viewer = Collector(srv, "meeting")
+            pcm = float_to_pcm(padded(speech["en_real_praatio_mary"]), "pcm_s16le")
+            for i in range(0, len(pcm), 3200):
+                ben.send(pcm[i : i + 3200])
+            ben.send(json.dumps({"type": "stop"}))
+            assert viewer.wait_for(lambda c: c.finals(), 60)
+            assert recall(viewer.text(), "mary rolled the barrel") >= 0.75
+            viewer.stop()

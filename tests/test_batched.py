@@ -130,6 +130,9 @@ def test_options_per_row_and_batch_of_one(engine, windows):
         ref, _ = reference_decode(engine.decoder, e.enc, o, e.duration_s)
         assert list(got.tokens) == ref
     assert out[0].language == "en" and out[0].no_speech_prob < 0.5
+    single_en = engine.decoder.decode(short.enc, opts[0], None, short.duration_s)
+    assert out[0].language_prob == pytest.approx(single_en.language_prob, abs=0.02)
+    assert out[1].language_prob is None  # told, not detected
     assert out[3].stopped_by == "max_tokens" and len(out[3].tokens) == 3
     assert k.drafted_ewma > 0  # the row's DraftLength learnt from this decode
     # a batch of one is the batch-1 decode

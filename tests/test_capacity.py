@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -41,7 +42,12 @@ def test_streams_are_admitted_while_their_finals_fit() -> None:
     assert admit(load, 3, None, CFG).ok  # 4 x 0.15 = 0.6 <= 0.7
     refused = admit(load, 4, None, CFG)  # 5 x 0.15 = 0.75 > 0.7
     assert not refused.ok and refused.capacity == 4
-    assert "about 4 fit" in refused.reason
+    assert "about 4 streams fit" in refused.reason
+    assert re.fullmatch(
+        r"the finals of 4 live streams take 6\d % of the worker; one more would take 7\d %, "
+        r"over the limit of 70 % \(about 4 streams fit\)",
+        refused.reason,
+    )
 
 
 def test_the_first_stream_is_always_admitted_and_no_evidence_uses_the_prior() -> None:
@@ -63,7 +69,7 @@ def test_late_finals_refuse_new_streams_until_they_are_on_time_again() -> None:
     for i in range(10):
         meter.job_done(1.0 + i, True, 0.1, 4.0)  # finals waited 4 s
     decision = admit(meter.load(11.0), 2, None, CFG)
-    assert not decision.ok and "waiting 4.0 s" in decision.reason
+    assert not decision.ok and "finals wait 4.0 s for the worker; the limit is" in decision.reason
     for i in range(10):  # the latest ten were on time
         meter.job_done(12.0 + i, True, 0.1, 0.1)
     assert admit(meter.load(22.0), 2, None, CFG).ok
@@ -85,3 +91,35 @@ def test_a_lenient_config_never_refuses_for_load() -> None:
     assert admit(load, 50, None, lenient).ok
     with pytest.raises(ValueError):
         CapacityConfig(max_finals_load=0)
+
+
+def test_a_publisher_joining_a_live_room_shares_its_talking_time() -> None:
+    """A room's publishers take turns: on the prior, a second member costs no new stream
+    (a 2-core CPU whose one final is 30 % of the prior's limit of 31 % fits the room), while a
+    second room is refused with a reason a person reads."""
+    cfg = CapacityConfig(max_finals_load=0.25)
+    meter = LoadMeter(cfg)
+    meter.set_prior(1.71)  # 0.3 per stream: one fits under 0.25 x 1.25
+    load = meter.load(0.0)
+    assert admit(load, 1, meter.prior, cfg, joins_room=True).ok
+    other = admit(load, 1, meter.prior, cfg)
+    assert not other.ok
+    assert other.reason == (
+        "the finals of 1 live stream take 30 % of the worker; one more would take 60 %, "
+        "over the limit of 31 % (about 1 stream fit)"
+    )
+
+
+def test_a_room_whose_talkers_overlap_is_refused_on_what_is_measured() -> None:
+    """A room member is refused once the finals measured already take more than the limit."""
+    cfg = CapacityConfig(max_finals_load=0.25)
+    meter = LoadMeter(cfg)
+    now = run(meter, streams=1, seconds=120, final_every_s=2.0, cost=0.8)  # finals: 40 %
+    decision = admit(meter.load(now), 1, None, cfg, joins_room=True)
+    assert not decision.ok
+    assert re.fullmatch(
+        r"the worker spends 4\d % of its time on finals; the limit is 25 %", decision.reason
+    )
+    quiet = LoadMeter(cfg)
+    now = run(quiet, streams=1, seconds=120, final_every_s=5.0, cost=0.75)  # finals: 15 %
+    assert admit(quiet.load(now), 1, None, cfg, joins_room=True).ok

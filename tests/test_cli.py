@@ -217,7 +217,6 @@ def test_transcribe_live_says_it_loads_the_model(tmp_path: Path) -> None:
         (["transcribe", str(JFK), "-o", "{tmp}/a.srt", "-o", "{tmp}/a.srt"], "given twice"),
         (["bench", "--manifest", "/no/such.jsonl"], "cannot read --manifest"),
         (["bench", "--manifest", str(DATA / "manifest.jsonl"), "--kind", "opera"], "no utt"),
-        (["serve", "--port", "0", "--tls-cert", "{empty}"], "go together"),
         (["serve", "--port", "0", "--tls-cert", "{empty}", "--tls-key", "{empty}"], "cannot use"),
         (["models", "--prepare", "large-v9"], "unknown bundled model"),
     ],
@@ -272,6 +271,8 @@ def test_bad_model_is_one_clear_line(args: list[str], message: str) -> None:
         (["transcribe"], "the following arguments are required: FILE"),
         (["dictate", "--device", "USB Mic"], "the microphone of `dictate` is --mic"),
         (["serve", "--max-streams", "0"], "must be at least 1"),
+        (["serve", "--port", "0", "--tls-cert", "/x.pem"], "go together"),
+        (["serve", "--port", "99999"], "--port"),
         (["bench"], "--manifest"),
     ],
 )

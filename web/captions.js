@@ -189,7 +189,7 @@ class LineLayout {
     this.openWidth = 0;
   }
 
-  _place(lines, state, word, cls, color) {
+  _place(lines, state, word, cls, color, who, live) {
     const w = this.measure(word);
     const add = state.line.length ? this.space + w : w;
     if (state.line.length && state.width + add > this.maxWidth) {
@@ -197,15 +197,18 @@ class LineLayout {
       state.line = [];
       state.width = 0;
     }
-    state.line.push(color ? { text: word, cls, color } : { text: word, cls });
+    const w2 = color ? { text: word, cls, color } : { text: word, cls };
+    if (who) w2.who = who; // whose words (a name prefixes a speaker's first line on screen)
+    if (live) w2.live = true; // a partial's word, laid out after the committed ones
+    state.line.push(w2);
     state.width += state.line.length > 1 ? this.space + w : w;
   }
 
-  /** Place final words (`cls` "speaker" for a name, with its `color`). */
-  commit(text, cls = "committed", color = "") {
+  /** Place final words (`cls` "speaker" for a name, with its `color`; `who` spoke them). */
+  commit(text, cls = "committed", color = "", who = "") {
     const state = { line: this.open, width: this.openWidth };
     const done = [];
-    for (const word of text.split(/\s+/).filter(Boolean)) this._place(done, state, word, cls, color);
+    for (const word of text.split(/\s+/).filter(Boolean)) this._place(done, state, word, cls, color, who);
     this.frozen.push(...done);
     this.open = state.line;
     this.openWidth = state.width;
@@ -226,19 +229,21 @@ class LineLayout {
     return this.base + this.frozen.length;
   }
 
-  /** All kept lines with the partials appended (`parts`: [[text, cls, color], ...]; cls
-   *  "break" ends the line), and the absolute index of the first. */
+  /** All kept lines with the partials appended (`parts`: [[text, cls, color, who], ...]; cls
+   *  "break" ends the line; their words are marked `live`), and the absolute index of the first. */
   lines(parts) {
     const out = this.frozen.slice();
     const state = { line: this.open.slice(), width: this.openWidth };
-    for (const [text, cls, color] of parts || []) {
+    for (const [text, cls, color, who] of parts || []) {
       if (cls === "break") {
         if (state.line.length) out.push(state.line);
         state.line = [];
         state.width = 0;
         continue;
       }
-      for (const word of (text || "").split(/\s+/).filter(Boolean)) this._place(out, state, word, cls, color);
+      for (const word of (text || "").split(/\s+/).filter(Boolean)) {
+        this._place(out, state, word, cls, color, who, true);
+      }
     }
     if (state.line.length) out.push(state.line);
     return { lines: out, base: this.base };

@@ -15,6 +15,7 @@ from streamcap.cli.languages import resolve_language
 from streamcap.errors import UserError
 
 if TYPE_CHECKING:
+    from streamcap.core.text import GuardConfig
     from streamcap.decoding.options import DecodingOptions
     from streamcap.runtime.engine import Engine
     from streamcap.runtime.stream import LiveConfig
@@ -65,6 +66,8 @@ def _precision_list(value: str) -> list[str]:
 
 
 def _language(value: str) -> str | None:
+    if value.strip().lower() == "auto-each":  # `runtime.stream.AUTO_EACH`
+        return "auto-each"
     try:
         return resolve_language(value)
     except UserError as e:
@@ -124,7 +127,7 @@ def add_model_flags(
         help="compute device for the model (auto: CUDA when a GPU is there)",
     )
     precision_help = (
-        "auto: fp16 on CUDA; on a CPU with native bf16 (AMX, AVX512-BF16) a bf16 encoder and "
+        "auto: fp16 on CUDA; on a CPU with AMX bf16 a bf16 encoder and "
         "an fp32 decoder, else fp32. bf16 on a CPU: bf16 encoder, fp32 decoder (emulated, "
         "slow, without native bf16). fp16: CUDA only"
     )
@@ -155,7 +158,8 @@ def add_model_flags(
             "--language",
             type=_language,
             metavar="LANG",
-            help="spoken language, a code or a name: en, English, de, ... (default: detected)",
+            help="spoken language, a code or a name: en, English, de, ... (default: detected "
+            "once from the first speech and kept; auto-each: detected in every utterance)",
         )
         g.add_argument("--task", default="transcribe", choices=TASKS, help="translate: to English")
         g.add_argument(
@@ -189,6 +193,57 @@ def add_partial_interval(g: argparse._ArgumentGroup | argparse.ArgumentParser) -
     )
 
 
+def _float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if x != x:
+        raise argparse.ArgumentTypeError("NaN is not a threshold")
+    return x
+
+
+def add_guard_flags(p: argparse.ArgumentParser) -> None:
+    """The hallucination guard's thresholds (`text.GuardConfig`; openai-whisper's names), for
+    `transcribe` (offline and --live), `dictate` and `serve`: ``args.no_speech_threshold``,
+    ``args.logprob_threshold``, ``args.min_avg_logprob`` (`guard_config` reads them)."""
+    from streamcap.core.text import GuardConfig
+
+    d = GuardConfig()
+    g = p.add_argument_group(
+        "hallucination guard", "a decode is dropped (and logged with -v) when it fails these"
+    )
+    g.add_argument(
+        "--no-speech-threshold", type=_float, default=d.no_speech_threshold, metavar="P",
+        help="drop a decode whose no-speech probability is at least this and whose average "
+        f"log-probability is at most --logprob-threshold (default: {d.no_speech_threshold:g})",
+    )  # fmt: skip
+    g.add_argument(
+        "--logprob-threshold", type=_float, default=d.logprob_threshold, metavar="L",
+        help="see --no-speech-threshold (default: %(default)g)",
+    )  # fmt: skip
+    g.add_argument(
+        "--min-avg-logprob", type=_float, default=d.min_avg_logprob, metavar="L",
+        help="drop any decode whose average log-probability is below this (noise, music; "
+        "default: %(default)g)",
+    )  # fmt: skip
+
+
+def guard_config(args: argparse.Namespace) -> GuardConfig:
+    """The `GuardConfig` of `add_guard_flags`' flags (defaults for those a command lacks)."""
+    from dataclasses import replace
+
+    from streamcap.core.text import GuardConfig
+
+    d = GuardConfig()
+    return replace(
+        d,
+        no_speech_threshold=getattr(args, "no_speech_threshold", d.no_speech_threshold),
+        logprob_threshold=getattr(args, "logprob_threshold", d.logprob_threshold),
+        min_avg_logprob=getattr(args, "min_avg_logprob", d.min_avg_logprob),
+    )
+
+
 def add_speakers_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
     """--speakers, for every command that runs the live pipeline."""
     g.add_argument(
@@ -196,6 +251,28 @@ def add_speakers_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> N
         help="auto: label each final with the voice that spoke it (Speaker 1, Speaker 2, ...; "
         "one microphone, several people); off (default): no labels",
     )  # fmt: skip
+
+
+def add_vad_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
+    """--vad: the segmenter's voice detector (`transcribe`, `dictate`, `serve`)."""
+    g.add_argument(
+        "--vad", choices=("webrtc", "silero"), default=None,
+        help="voice detector that cuts utterances: webrtc (default) or silero (a small neural "
+        "VAD; needs the silero extra: pip install 'streamcap[silero]')",
+    )  # fmt: skip
+
+
+def vad_of(args: argparse.Namespace) -> str:
+    """The --vad choice; UserError at once for silero without its package."""
+    vad = getattr(args, "vad", None) or "webrtc"
+    if vad == "silero":
+        import importlib.util
+
+        if importlib.util.find_spec("silero_vad") is None:
+            raise UserError(
+                "--vad silero needs the silero-vad package: pip install 'streamcap[silero]'"
+            )
+    return vad
 
 
 def add_live_flags(g: argparse._ArgumentGroup) -> None:
@@ -251,6 +328,8 @@ def check_model_options(engine: Engine, language: str | None, task: str | None) 
         if language not in (None, "en"):  # said, not silently ignored
             say(f"note: this model is English-only: --language {language} is not used")
         return
+    if language == "auto-each":
+        return
     if language is not None and f"<|{language}|>" not in engine.spec.lang_to_id:
         known = sorted(k[2:-2] for k in engine.spec.lang_to_id)
         raise UserError(
@@ -262,7 +341,9 @@ def decoding_options(engine: Engine, args: argparse.Namespace) -> DecodingOption
     """`DecodingOptions` for the flags (English-only models decode without a language)."""
     from streamcap.runtime.engine import options_for
 
-    return options_for(engine, getattr(args, "language", None), getattr(args, "task", "transcribe"))
+    language = getattr(args, "language", None)
+    language = None if language == "auto-each" else language  # detected per utterance
+    return options_for(engine, language, getattr(args, "task", "transcribe"))
 
 
 def prompt_of(args: argparse.Namespace) -> str:
@@ -281,14 +362,22 @@ def live_config(
     task: str = "transcribe",
     partial_interval: float | None = None,
     prompt: str = "",
+    guard: GuardConfig | None = None,
+    vad: str = "webrtc",
 ) -> LiveConfig:
-    """The live pipeline's configuration for the flags (the one place --partial-interval and
-    the prompt are wired, for `dictate`, `transcribe --live` and `serve`)."""
+    """The live pipeline's configuration for the flags (the one place --partial-interval, the
+    prompt and the guard's thresholds are wired, for `dictate`, `transcribe --live` and
+    `serve`)."""
     from dataclasses import replace
 
-    from streamcap.runtime.stream import LiveConfig
+    from streamcap.runtime.stream import LiveConfig, split_language
 
-    cfg = LiveConfig(language=language, task=task, prompt=prompt)
+    code, lock = split_language(language)
+    cfg = LiveConfig(language=code, task=task, prompt=prompt, lock_language=lock)
     if partial_interval is not None:
         cfg = replace(cfg, policy=replace(cfg.policy, partial_interval_s=partial_interval))
+    if guard is not None:
+        cfg = replace(cfg, policy=replace(cfg.policy, guard=guard))
+    if vad != "webrtc":
+        cfg = replace(cfg, segmenter=replace(cfg.segmenter, vad=vad))  # type: ignore[arg-type]
     return cfg

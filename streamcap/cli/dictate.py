@@ -16,13 +16,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.common import (
+    add_guard_flags,
     add_live_flags,
     add_model_flags,
+    add_vad_flag,
+    guard_config,
     live_config,
     positive_float,
     prompt_of,
     say,
     speaker_stage,
+    vad_of,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
 
@@ -56,7 +60,10 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     )
     add_output_flags(p, folders=False)
     add_model_flags(p)
-    add_live_flags(p.add_argument_group("live pipeline"))
+    live = p.add_argument_group("live pipeline")
+    add_live_flags(live)
+    add_vad_flag(live)
+    add_guard_flags(p)
     p.set_defaults(func=run)
 
 
@@ -120,7 +127,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     device = find_input_device(args.mic)  # NoMicrophoneError before the model loads
     [outputs] = plan_outputs(["dictation"], args.output, None, folders=False)
-    config = live_config(args.language, args.task, args.partial_interval, prompt_of(args))
+    config = live_config(
+        args.language,
+        args.task,
+        args.partial_interval,
+        prompt_of(args),
+        guard_config(args),
+        vad_of(args),
+    )
 
     from streamcap.cli.live import ready_engine
     from streamcap.core.captions import CaptionLog

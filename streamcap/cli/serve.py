@@ -20,15 +20,20 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from streamcap.cli.common import (
+    UsageError,
+    add_guard_flags,
     add_model_flags,
     add_partial_interval,
     add_speakers_flag,
+    add_vad_flag,
+    guard_config,
     live_config,
     load_engine,
     positive_float,
     positive_int,
     prompt_of,
     say,
+    vad_of,
 )
 from streamcap.errors import UserError
 
@@ -44,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
 
     add_serve_arguments(p)
     add_model_flags(p)
+    add_guard_flags(p)
     add_cluster_flags(p, backend=True)
     p.set_defaults(func=run_serve)
 
@@ -191,13 +197,17 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     captions = p.add_argument_group("captions")
     add_partial_interval(captions)
     add_speakers_flag(captions)
+    add_vad_flag(captions)
 
 
 def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConfig:
     """The `ServerConfig` for the flags; its own checks (e.g. --tls-cert without --tls-key)
-    are about flags, so they become one-line errors."""
+    are about flags, so they become usage errors (exit 2), like a --port out of range."""
     from streamcap.server.config import ServerConfig
 
+    port = args.port
+    if not 0 <= port <= 65535:  # getaddrinfo would wrap 99999 around, bind then fail
+        raise UsageError(f"--port must be 0-65535 (0 = any free one), got {port}")
     try:
         if demo:
             return ServerConfig(
@@ -235,7 +245,7 @@ def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConf
             default_language=args.language,
         )
     except ValueError as e:
-        raise UserError(str(e)) from None
+        raise UsageError(str(e)) from None
 
 
 def check_start(config: ServerConfig) -> None:
@@ -308,7 +318,8 @@ def start_worker(args: argparse.Namespace) -> Any:
 
         return start_remote_worker(args, capacity)
     worker = InferenceWorker(load_engine(args), capacity=capacity)
-    worker.warm_up(getattr(args, "language", None))
+    language = getattr(args, "language", None)
+    worker.warm_up(None if language == "auto-each" else language)
     worker.start()
     return worker
 
@@ -316,7 +327,12 @@ def start_worker(args: argparse.Namespace) -> Any:
 def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig) -> Any:
     from streamcap.server.config import live_stream_factory
 
-    base = live_config(partial_interval=args.partial_interval, prompt=prompt_of(args))
+    base = live_config(
+        partial_interval=args.partial_interval,
+        prompt=prompt_of(args),
+        guard=guard_config(args),
+        vad=vad_of(args),
+    )
     speakers = getattr(args, "speakers", None) or "off"
     if speakers == "auto":  # load the voice encoder now, not on the event loop at the first
         # stream (missing weights: one line at start)

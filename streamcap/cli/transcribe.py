@@ -21,13 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.common import (
     UsageError,
+    add_guard_flags,
     add_live_flags,
     add_model_flags,
+    add_vad_flag,
     decoding_options,
+    guard_config,
     load_engine,
     positive_float,
     prompt_of,
     say,
+    vad_of,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
 
@@ -75,6 +79,8 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
         "words and long SRT/VTT finals split their time by characters; not with --live)",
     )
     add_model_flags(p)
+    add_guard_flags(p)
+    add_vad_flag(p)
     g = p.add_argument_group("live pipeline (with --live)")
     g.add_argument(
         "--live",
@@ -131,14 +137,18 @@ def run(args: argparse.Namespace) -> int:
         return run_transcribe_live(args)
     plan = plan_outputs(args.files, args.output, args.format)
     durations = [probe(f) for f in args.files]
+    from streamcap.core.segmenter import SegmenterConfig
     from streamcap.runtime.transcribe import TranscribeOptions  # torch: after the checks
 
     engine = load_engine(args)
     opts = TranscribeOptions(
         decoding=decoding_options(engine, args),
+        lock_language=getattr(args, "language", None) != "auto-each",
         condition_on_previous=args.condition_on_previous,
         prompt=prompt_of(args),
+        guard=guard_config(args),
         word_timestamps=not getattr(args, "no_word_timestamps", False),
+        segmenter=SegmenterConfig(vad=vad_of(args)),  # type: ignore[arg-type]
     )
     several = len(args.files) > 1
     for i, (path, outputs, duration) in enumerate(zip(args.files, plan, durations, strict=True)):
@@ -183,10 +193,14 @@ def _transcribe_one(
         kept = f"; {', '.join(map(str, outputs))} keep them" if outputs else ""
         say(f"\n{PROG}: interrupted after {count} caption(s) of {path}{kept}")
         return 130
+    dropped = ", ".join(f"{n} {reason}" for reason, n in sorted(job.drops.items()))
     if not count:
-        say(f"{PROG}: no speech found in {path}")
+        why = f" ({dropped} dropped by the hallucination guard)" if dropped else ""
+        say(f"{PROG}: no speech found in {path}{why}")
     if args.verbose:
         say(f"stats: {job.stats.as_dict()}")
+        if dropped:
+            say(f"finals dropped: {dropped}")
     return 0
 
 

@@ -542,13 +542,13 @@ class RemoteWorker:
         with self._cond:
             return self._books.load()
 
-    def admission(self, streams: int) -> Admission:
+    def admission(self, streams: int, joins_room: bool = False) -> Admission:
         """`core.capacity.admit`, with the finals budget of every usable replica (or the
         fallback's one)."""
         with self._cond:
             n = max(1, self._usable())
             config = replace(self._capacity, max_finals_load=self._capacity.max_finals_load * n)
-            return admit(self._books.load(), streams, self._books.meter.prior, config)
+            return admit(self._books.load(), streams, self._books.meter.prior, config, joins_room)
 
     def health(self) -> str:
         """One line for /healthz: the replicas, and what the gateway does without them."""

@@ -8,6 +8,13 @@ stream time, averaged over a sliding window. A new stream is admitted while the 
 connected would keep the finals' share under `max_finals_load` (the rest of the worker is what
 partials get), and while the finals waiting now are not already late.
 
+A stream here is a *talk channel*: a room's publishers take turns, so a room's finals cost about
+what one talker's do, and the meter counts rooms, not publishers. A publisher who joins a room
+that is already live adds no stream to the projection; it is refused only on what is measured:
+finals that wait too long, or finals that already take more of the worker than the limit (two
+people of one room who talk at once show up there within seconds). Partials are not counted:
+they fill whatever the worker has left and are shed first.
+
 Before any measurement the rule uses a prior, a final's cost measured once at start-up divided
 by the speech time per final (`CapacityConfig.speech_s_per_final`). It is pure logic: callers
 pass the times (`now`, monotonic seconds) in, as the policy and the segmenter do.
@@ -145,15 +152,30 @@ class LoadMeter:
         )
 
 
-def admit(load: Load, streams: int, prior: float | None, config: CapacityConfig) -> Admission:
-    """May one more stream join ``streams`` live ones? (the module docstring's rule)
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f} %"
 
-    On the prior alone (no evidence yet) the limit has `PRIOR_SLACK`: a warm-up that shared
-    the CPU with something else overstates a final's cost, and measurement takes over soon.
+
+def admit(
+    load: Load,
+    streams: int,
+    prior: float | None,
+    config: CapacityConfig,
+    joins_room: bool = False,
+) -> Admission:
+    """May one more publisher join ``streams`` live ones? (the module docstring's rule)
+
+    ``joins_room``: the publisher joins a room that is live already (it shares the room's
+    talking time: no new stream in the projection). On the prior alone (no evidence yet) the
+    limit has `PRIOR_SLACK`: a warm-up that shared the CPU with something else overstates a
+    final's cost, and measurement takes over soon.
     """
     per = prior if prior is not None else 0.0
     limit = config.max_finals_load * PRIOR_SLACK
-    if load.stream_seconds >= config.min_evidence_s and not math.isnan(load.per_stream_finals):
+    measured = load.stream_seconds >= config.min_evidence_s and not math.isnan(
+        load.per_stream_finals
+    )
+    if measured:
         # trust the measurement, but a prior that says more (a burst of long finals is not in
         # the window yet) is not overruled by a quiet minute until it has weight
         weight = min(1.0, load.stream_seconds / (4 * config.min_evidence_s))
@@ -162,19 +184,28 @@ def admit(load: Load, streams: int, prior: float | None, config: CapacityConfig)
     capacity = 10**6
     if per > 0 and math.isfinite(limit):
         capacity = math.floor(limit / per)
-    projected = (streams + 1) * per
+    added = 0 if joins_room else 1
+    projected = (streams + added) * per
     if streams == 0:
         return Admission(True, "first stream", per, projected, capacity)
     if load.final_wait_p95_s > config.max_final_wait_s:
         why = (
-            f"finals are waiting {load.final_wait_p95_s:.1f} s for the worker "
-            f"(limit {config.max_final_wait_s:g} s)"
+            f"finals wait {load.final_wait_p95_s:.1f} s for the worker; "
+            f"the limit is {config.max_final_wait_s:g} s"
         )
         return Admission(False, why, per, projected, capacity)
-    if projected > limit:
+    if load.window_s >= config.min_evidence_s and load.finals > config.max_finals_load:
         why = (
-            f"{streams} streams use the worker's capacity for finals "
-            f"({streams * per:.0%} of {limit:.0%}; about {capacity} fit)"
+            f"the worker spends {_pct(load.finals)} of its time on finals; "
+            f"the limit is {_pct(config.max_finals_load)}"
         )
         return Admission(False, why, per, projected, capacity)
-    return Admission(True, "fits", per, projected, capacity)
+    if projected > limit and not joins_room:  # a live room was admitted: its talk is charged
+        live = f"{streams} live stream{'s' if streams != 1 else ''}"
+        why = (
+            f"the finals of {live} take {_pct(streams * per)} of the worker; one more would "
+            f"take {_pct(projected)}, over the limit of {_pct(limit)} "
+            f"(about {capacity} stream{'s' if capacity != 1 else ''} fit)"
+        )
+        return Admission(False, why, per, projected, capacity)
+    return Admission(True, "joins a live room" if joins_room else "fits", per, projected, capacity)

@@ -26,12 +26,16 @@ How an utterance becomes captions:
   If speech resumes, the next window starts at the cut (which lies in silence). At `SpeechEnd`
   the window is closed likewise. A closed window's final is its exact decode after the words
   already emitted from it (`exact_finals`); a final is never revised.
-- Hallucination guards (``transcript.py``): no-speech probability with average
+- Hallucination guards (``text.py``): no-speech probability with average
   log-probability, known silence phrases only when no-speech is also high, repetition loops
-  trimmed to one copy.
+  trimmed to one copy. A voiced window whose final ends with no text is never lost silently:
+  it is counted by reason (`CaptionPolicy.drops`, `text.drop_reason`, or "not_decoded" when
+  the worker gave no result) and recorded for the runtime's log (`take_drops`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
@@ -48,6 +52,7 @@ from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import (
     align_prefix,
     common_prefix,
+    drop_reason,
     ends_sentence,
     result_words,
 )
@@ -58,11 +63,28 @@ __all__ = [
     "PARTIAL_CONTEXT_MIN_S",
     "CaptionPolicy",
     "DecodeInputs",
+    "DroppedFinal",
     "DecodeRequest",
     "PolicyConfig",
     "RequestKind",
     "Step",
 ]
+
+
+#: A closed window's final decode that the worker never delivered (dropped or failed).
+NOT_DECODED = "not_decoded"
+
+
+@dataclass(frozen=True)
+class DroppedFinal:
+    """A voiced window whose final came out with no text: segment, stream seconds, why, and
+    the decode (None when there was none)."""
+
+    segment: int
+    start: float
+    end: float
+    reason: str
+    result: DecodeResult | None
 
 
 class CaptionPolicy:
@@ -92,6 +114,9 @@ class CaptionPolicy:
         #: early finals started, used as the window's final, and voided by speech resuming
         self.early_finals = {"started": 0, "used": 0, "voided": 0}
         self._early = True  # early finals allowed (the runtime's last word, `on_tick`)
+        #: voiced windows whose final ended with no text, by reason (`DroppedFinal.reason`)
+        self.drops: dict[str, int] = {}
+        self._dropped: list[DroppedFinal] = []
 
     # ------------------------------------------------------------------ inputs
 
@@ -186,6 +211,11 @@ class CaptionPolicy:
         w = w or self._closed.get(request.window)
         hyp = w.hypothesis if w is not None else None
         return DecodeInputs(self.prompt_text(w.utterance if w is not None else None), hyp)
+
+    def take_drops(self) -> list[DroppedFinal]:
+        """The finals dropped since the last call (for the runtime's log), oldest first."""
+        out, self._dropped = self._dropped, []
+        return out
 
     # ------------------------------------------------------------------ queries
 
@@ -415,6 +445,11 @@ class CaptionPolicy:
         else:  # locked words stand, the exact decode adds what follows them
             rest = words[align_prefix(w.locked, words) :] if words else []
             text = " ".join(w.locked[w.emitted :] + rest)
+        if not text and w.voice_end > w.start:  # voiced audio that says nothing: why
+            reason = NOT_DECODED if result is None else drop_reason(result, self.config.guard)
+            if reason is not None:  # (else all it said was sent before: nothing is lost)
+                self.drops[reason] = self.drops.get(reason, 0) + 1
+                self._dropped.append(DroppedFinal(w.segment, w.seg_start, w.end, reason, result))
         if text or w.shown:  # an empty final clears a partial left on screen
             timed = timings_for(result, words) if result is not None else None
             spoken: tuple[WordTiming, ...] = ()

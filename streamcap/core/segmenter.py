@@ -62,8 +62,13 @@ class SegmenterConfig:
     split_search_s: float = 5.0
     min_rms_dbfs: float | None = -55.0
     gate_band_hz: tuple[float, float] = (300.0, 4000.0)
+    #: the voice detector: webrtcvad, or Silero (streamcap.audio.silero; the `silero` extra)
+    vad: Literal["webrtc", "silero"] = "webrtc"
+    silero_threshold: float = 0.5
 
     def __post_init__(self) -> None:
+        if self.vad not in ("webrtc", "silero"):
+            raise ValueError("vad must be 'webrtc' or 'silero'")
         if self.aggressiveness not in (0, 1, 2, 3):
             raise ValueError("aggressiveness must be 0, 1, 2 or 3")
         if self.frame_ms not in (10, 20, 30):
@@ -145,7 +150,8 @@ class Segmenter:
     """webrtcvad + energy gate state machine: silence -> pending -> speech -> silence.
 
     `pending` holds a triggered candidate until it has `min_speech_ms` of voice, so noise bursts
-    never reach the decoder. `vad` replaces webrtcvad (tests drive it with synthetic frames).
+    never reach the decoder. `vad` replaces webrtcvad (tests drive it with synthetic frames;
+    `streamcap.audio.silero.make_vad` builds the one `config.vad` names).
     """
 
     def __init__(self, config: SegmenterConfig | None = None, vad: VadFn | None = None) -> None:

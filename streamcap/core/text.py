@@ -177,17 +177,51 @@ class GuardConfig:
     phrase_no_speech_threshold: float = 0.2
 
 
-def is_hallucination(result: DecodeResult, guard: GuardConfig) -> bool:
-    """True when a decode's text should not become a caption."""
+#: Why a decode contributes no words (`drop_reason`), in the order the rules are tried.
+DROP_REASONS = ("no_speech", "logprob", "silence_phrase", "empty")
+
+
+def drop_reason(result: DecodeResult, guard: GuardConfig) -> str | None:
+    """Why a decode's text should not become a caption, or None when it should.
+
+    - "no_speech": no-speech probability >= `no_speech_threshold` and average log-probability
+      <= `logprob_threshold` (or none: no tokens);
+    - "logprob": average log-probability < `min_avg_logprob`;
+    - "silence_phrase": a `SILENCE_PHRASES` text with no-speech probability >=
+      `phrase_no_speech_threshold`;
+    - "empty": the decode has no words.
+
+    A decode without a no-speech probability (NaN) is judged by its words only. Repetition
+    loops are trimmed to one copy (`result_words`), never dropped: a loop leaves its words.
+    """
     ns = result.no_speech_prob
     lp = result.avg_logprob
-    if math.isnan(ns):
-        return False
-    if ns >= guard.no_speech_threshold and (lp is None or lp <= guard.logprob_threshold):
-        return True
-    if lp is not None and lp < guard.min_avg_logprob:
-        return True
-    return ns >= guard.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES
+    if not math.isnan(ns):
+        if ns >= guard.no_speech_threshold and (lp is None or lp <= guard.logprob_threshold):
+            return "no_speech"
+        if lp is not None and lp < guard.min_avg_logprob:
+            return "logprob"
+        if ns >= guard.phrase_no_speech_threshold and norm_text(result.text) in SILENCE_PHRASES:
+            return "silence_phrase"
+    if not words_of(result.text):
+        return "empty"
+    return None
+
+
+def is_hallucination(result: DecodeResult, guard: GuardConfig) -> bool:
+    """True when a decode's text should not become a caption (`drop_reason` says why)."""
+    return drop_reason(result, guard) is not None
+
+
+def describe_drop(reason: str, result: DecodeResult | None, max_chars: int = 60) -> str:
+    """``no_speech: p=0.71, avg_logprob=-1.20, text='...'``: a dropped decode, for a log line."""
+    if result is None:
+        return reason
+    lp = "none" if result.avg_logprob is None else f"{result.avg_logprob:.2f}"
+    text = result.text.strip()
+    if len(text) > max_chars:
+        text = text[: max_chars - 3] + "..."
+    return f"{reason}: p={result.no_speech_prob:.2f}, avg_logprob={lp}, text={text!r}"
 
 
 def result_words(result: DecodeResult, guard: GuardConfig, partial: bool = False) -> list[str]:

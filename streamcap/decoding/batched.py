@@ -29,7 +29,7 @@ import torch
 from streamcap.decoding.batched_lean import Segment, forward_packed, project, twin_cache
 from streamcap.decoding.drafters import Drafter, NoDrafter
 from streamcap.decoding.guard import LoopGuard
-from streamcap.decoding.language import detect_language
+from streamcap.decoding.language import detect_language_prob
 from streamcap.decoding.lean import LeanCache, LeanDecoder
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.decoding.speculative import SpeculativeDecoder
@@ -76,6 +76,7 @@ class _Row:
         self.enc, self.options, self.drafter = enc, options, drafter
         self.duration_s, self.guard, self.cache = duration_s, guard, cache
         self.language_token: int | None = None
+        self.language_prob: float | None = None  # when detected
         self.no_speech = math.nan
         self.prefix: list[int] = []
         self.budget = self.sot_row = 0
@@ -233,6 +234,7 @@ class BatchedDecoder:
         assert masks is not None  # multilingual
         masked = logits.masked_fill(masks, -math.inf)
         choice = masked.argmax(-1).tolist()
+        top_prob = torch.softmax(masked.float(), -1).max(-1).values.tolist()
         top2 = masked.topk(2, -1).values
         gaps = (top2[:, 0] - top2[:, 1]).tolist()
         for j, r in enumerate(rows):
@@ -245,11 +247,12 @@ class BatchedDecoder:
             if gaps[j] < self.margin:
                 r.rechecked += 1
                 r.recheck_tokens += 1
-                token, prob = detect_language(step, r.enc)
+                token, lang_prob, prob = detect_language_prob(step, r.enc)
                 r.changed += int(token != choice[j])
-                r.language_token, r.no_speech = token, prob
+                r.language_token, r.no_speech, r.language_prob = token, prob, lang_prob
             else:
                 r.language_token, r.no_speech = int(choice[j]), float(no_speech[j])
+                r.language_prob = float(top_prob[j])
             r.cache.crop(0)  # keep the cross-attention keys/values for the decode
 
     def _pass(self, lean: LeanDecoder, active: list[_Row]) -> None:
@@ -389,6 +392,7 @@ class BatchedDecoder:
             avg_logprob=r.logprob_sum / len(r.generated) if r.generated else None,
             stopped_by=r.stopped_by or "eot",
             stats=stats,
+            language_prob=r.language_prob,
         )
         counters = BatchCounters(
             batch_rows=r.batch_rows,

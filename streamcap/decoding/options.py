@@ -102,3 +102,5 @@ class DecodeResult:
     stopped_by: str  # "eot", "max_tokens", "loop"
     stats: DecodeStats = field(default_factory=DecodeStats)
     words: tuple[WordTiming, ...] = ()
+    #: probability of ``language`` among the language tokens when it was detected, else None
+    language_prob: float | None = None

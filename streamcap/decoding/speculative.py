@@ -19,7 +19,7 @@ import torch
 
 from streamcap.decoding.drafters import Drafter, NoDrafter
 from streamcap.decoding.guard import LoopGuard
-from streamcap.decoding.language import detect_language
+from streamcap.decoding.language import detect_language_prob
 from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.step import DecoderStep, crop_cache
@@ -96,9 +96,10 @@ class SpeculativeDecoder:
         drafted = accepted = forward_passes = 0
         language_token: int | None = None
         no_speech = float("nan")
+        language_prob: float | None = None
         if spec.multilingual:
             if options.language is None:
-                language_token, no_speech = detect_language(step, enc)
+                language_token, language_prob, no_speech = detect_language_prob(step, enc)
                 forward_passes += 1
             else:
                 language_token = spec.language_id(options.language)
@@ -161,4 +162,5 @@ class SpeculativeDecoder:
             avg_logprob=logprob_sum / len(generated) if generated else None,
             stopped_by=stopped_by,
             stats=stats,
+            language_prob=language_prob,
         )

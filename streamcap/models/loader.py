@@ -77,7 +77,8 @@ def choose_placement(device: str = "auto", precision: str = "auto") -> Placement
 
     ``precision`` (``--precision``):
 
-    - ``auto``: on CUDA fp16 for both halves; on a CPU with native bf16 (AVX512-BF16 / AMX)
+    - ``auto``: on CUDA fp16 for both halves; on a CPU with native bf16 and AMX
+      (`decoding.screen.cpu_bf16_is_fast`: AVX512-BF16 without AMX made the encoder slower)
       a bf16 encoder and an fp32 decoder, else fp32. Measured on such a CPU for base: the
       encoder 2.5x faster in bf16 (0.29 s vs 0.71 s per 30 s window) with the same
       transcripts, but greedy decoding 1.75x slower in bf16 than fp32 (small one-token
@@ -121,8 +122,8 @@ def choose_placement(device: str = "auto", precision: str = "auto") -> Placement
         why = "asked for" if native else "asked for; this CPU has no native bf16: emulated, slow"
         return Placement(device, "float32", "bfloat16", reason=why)
     if native:  # auto
-        return Placement(device, "float32", "bfloat16", reason="CPU with native bf16: bf16 encoder")
-    return Placement(device, "float32", reason="CPU without native bf16")
+        return Placement(device, "float32", "bfloat16", reason="CPU with AMX bf16: bf16 encoder")
+    return Placement(device, "float32", reason="CPU without AMX bf16")
 
 
 @dataclass(frozen=True)

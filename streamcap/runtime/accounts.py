@@ -63,5 +63,5 @@ class WorkerAccounts:
     def load(self) -> Load:
         return self.meter.load(time.monotonic())
 
-    def admission(self, streams: int) -> Admission:
-        return admit(self.load(), streams, self.meter.prior, self.meter.config)
+    def admission(self, streams: int, joins_room: bool = False) -> Admission:
+        return admit(self.load(), streams, self.meter.prior, self.meter.config, joins_room)

@@ -48,12 +48,46 @@ from streamcap.core.policy import (
 )
 from streamcap.core.prompting import join_prompt_ids
 from streamcap.core.segmenter import Segmenter, SegmenterConfig
-from streamcap.decoding.options import DecodingOptions
+from streamcap.core.text import describe_drop
+from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.clock import Clock, RealClock, SimulatedClock, paced_chunks
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, StreamStats
 
 log = logging.getLogger(__name__)
+
+#: A partial locks the stream's language from its own detection only when its audio is at
+#: least this long and the language's probability at least `LANGUAGE_MIN_PROB`; otherwise the
+#: first final does. Measured with base on dev clips (../shared/eval-dev/manifest.jsonl, first
+#: 1/2/3 s and whole clip): real English (en_real_cards_001..003) en at 0.86-0.96 from 1 s;
+#: espeak TTS de/es/fr/nl often wrong even whole and even at high probability (fr_s02: th 0.87
+#: at 3 s, es_s01: th 0.60), right ones 0.4-0.97. So a partial locks only when nearly sure;
+#: the rest wait for the final, as before.
+LANGUAGE_MIN_SPEECH_S = 3.0
+LANGUAGE_MIN_PROB = 0.95
+#: The language "code" that asks for detection in every utterance (people who switch).
+AUTO_EACH = "auto-each"
+
+
+def split_language(language: str | None) -> tuple[str | None, bool]:
+    """A language setting (a code, None: detect once per stream, `AUTO_EACH`: detect in every
+    utterance) as (``language``, ``lock_language``)."""
+    if language == AUTO_EACH:
+        return None, False
+    return language, True
+
+
+#: Finals dropped with no text by every `LiveStream` of the process, by reason (the server's
+#: /metrics reads it at scrape time: `finals_dropped`).
+_DROPS_TOTAL: dict[str, int] = {}
+_DROPS_LOCK = threading.Lock()
+
+
+def finals_dropped() -> dict[str, int]:
+    """Voiced finals dropped with no text by all live streams of this process, by reason."""
+    with _DROPS_LOCK:
+        return dict(_DROPS_TOTAL)
+
 
 #: An inbox item: audio to feed, or None for the end of the stream.
 _Input = np.ndarray | None
@@ -77,8 +111,12 @@ class CaptionStage(Protocol):
 class LiveConfig:
     """Everything a live stream is tuned by.
 
-    - language: spoken language code, or None to detect it (per decode until the first
-      non-empty final, then fixed for the stream when ``lock_language``).
+    - language: spoken language code, or None to detect it. With ``lock_language`` (the
+      default) it is detected once per stream and kept for every later decode: until it is
+      known no partial is shown (a partial's own detection locks it only from at least
+      `LANGUAGE_MIN_SPEECH_S` of audio at probability >= `LANGUAGE_MIN_PROB`), and otherwise
+      the first non-empty final's detected language is locked (a final's audio is the best
+      evidence). ``lock_language=False`` ("auto-each"): every decode detects its own.
     - task: "transcribe" or "translate" (to English).
     - partial_context_margin_s: partials run the encoder on the window's audio plus this margin
       (seconds) instead of the standard 30 s; None: partials use the standard input too.
@@ -150,7 +188,12 @@ class LiveStream:
         self.config = config or LiveConfig()
         self.clock: Clock = clock or RealClock()
         self.on_caption = on_caption
-        self._segmenter = Segmenter(self.config.segmenter)
+        vad = None
+        if self.config.segmenter.vad != "webrtc":  # torch's Silero model, in audio/
+            from streamcap.audio.silero import make_vad
+
+            vad = make_vad(self.config.segmenter)
+        self._segmenter = Segmenter(self.config.segmenter, vad)
         self._policy = CaptionPolicy(self.config.policy)
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)
@@ -220,6 +263,13 @@ class LiveStream:
             return dict(self._policy.early_finals)
 
     @property
+    def drops(self) -> dict[str, int]:
+        """Voiced finals that ended with no text, by reason (`CaptionPolicy.drops`): each is
+        also logged at INFO level."""
+        with self._lock:
+            return dict(self._policy.drops)
+
+    @property
     def committed_text(self) -> str:
         """All final text so far."""
         with self._lock:
@@ -277,6 +327,7 @@ class LiveStream:
 
     def _apply(self, step: Step) -> None:
         """Deliver captions (in order), then submit requests (caller holds the lock)."""
+        self._log_drops()
         captions = step.captions
         if self.stage is not None:
             staged: list[CaptionEvent] = []
@@ -296,6 +347,15 @@ class LiveStream:
         for req in step.requests:
             self._outstanding += 1
             self.worker.submit(self._job(req))
+
+    def _log_drops(self) -> None:
+        for d in self._policy.take_drops():
+            with _DROPS_LOCK:
+                _DROPS_TOTAL[d.reason] = _DROPS_TOTAL.get(d.reason, 0) + 1
+            log.info(
+                "stream %s: final #%d %.2f-%.2f s dropped (%s)",
+                self.stream_id, d.segment, d.start, d.end, describe_drop(d.reason, d.result),
+            )  # fmt: skip
 
     def _early_finals(self) -> bool:
         mode = self.config.early_finals
@@ -347,19 +407,39 @@ class LiveStream:
                 self.errors.append(outcome.error)
             if self.decode_observer is not None and not outcome.dropped:
                 self.decode_observer(job, outcome)
-            result = outcome.result
-            if (
-                result is not None
-                and req.kind == "final"
-                and self._language is None
-                and self.config.lock_language
-                and result.language
-                and result.text.strip()
-            ):
-                self._language = result.language
+            result = self._lock_language(req, outcome.result)
             self._apply(self._policy.on_result(req, result, self.now()))
             self._drain_locked()  # input that came while we held the lock (notifies idle)
         self._drain()
+
+    def _lock_language(
+        self, req: DecodeRequest, result: DecodeResult | None
+    ) -> DecodeResult | None:
+        """Lock the stream's language from a decode (caller holds the lock); the result to
+        give the policy: a partial decoded before the language is known and that did not lock
+        it is not shown (None), so no caption ever comes out in another language."""
+        if result is None or not self.config.lock_language or not self.worker.engine.multilingual:
+            return result
+        if self._language is not None:
+            # a partial prepared before the lock (in one batch with the final that locked it)
+            stray = req.kind == "partial" and result.language not in (None, self._language)
+            return None if stray else result
+        if req.kind == "final":
+            if result.language and result.text.strip():
+                self._language = result.language
+            return result
+        prob = result.language_prob
+        sure = (
+            result.language is not None
+            and prob is not None
+            and prob >= LANGUAGE_MIN_PROB
+            and req.end - req.start >= LANGUAGE_MIN_SPEECH_S
+            and bool(result.text.strip())
+        )
+        if sure:
+            self._language = result.language
+            return result
+        return None
 
 
 class _SteppingClock:

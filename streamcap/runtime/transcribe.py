@@ -11,6 +11,7 @@ writes them, SRT and WebVTT time the cues of a long final by them.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from streamcap.audio import iter_audio_chunks
+from streamcap.audio.silero import make_vad
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.prompting import join_prompt_ids
@@ -30,10 +32,12 @@ from streamcap.core.segmenter import (
     Utterance,
     collect_utterances,
 )
-from streamcap.core.text import GuardConfig, is_hallucination
+from streamcap.core.text import GuardConfig, describe_drop, drop_reason
 from streamcap.decoding.options import DecodeStats, DecodingOptions
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.engine import Engine, with_words
+
+log = logging.getLogger(__name__)
 
 #: Longest audio one decode takes (Whisper's window).
 _WINDOW = 30 * SAMPLE_RATE
@@ -52,6 +56,9 @@ class TranscribeOptions:
     prompt: str = ""  # the file's own prompt (`core.prompting`), before the previous text
     guard: GuardConfig = GuardConfig()
     word_timestamps: bool = True  # time each final's words (one more decoder pass each)
+    #: with no ``decoding.language``: detect it once per file, from the first kept utterance
+    #: (like whisper's CLI), and keep it; False ("auto-each"): every utterance detects its own
+    lock_language: bool = True
 
 
 class _Utterances:
@@ -79,7 +86,9 @@ class Transcription:
 
     ``stats`` is the decoder's running total and ``position_s`` the audio read so far; both are
     current whenever a final comes out or ``on_progress`` is called (after every second of
-    audio, silence included, so a progress bar moves through a long pause too).
+    audio, silence included, so a progress bar moves through a long pause too). ``drops``
+    counts the utterances whose decode gave no final, by reason (`text.drop_reason`); each is
+    also logged at INFO level.
     """
 
     def __init__(
@@ -101,9 +110,13 @@ class Transcription:
         self._previous: tuple[int, ...] = ()  # the last final's tokens (condition_on_previous)
         self._fixed = engine.text_to_ids(self.options.prompt) if self.options.prompt else ()
         self._segment = 0
+        self._stream = stream
+        self.drops: dict[str, int] = {}
+        #: the file's language: the given one, or the one detected and kept (`lock_language`)
+        self.language: str | None = self.options.decoding.language
 
     def __iter__(self) -> Iterator[Caption]:
-        segmenter = Segmenter(self.options.segmenter)
+        segmenter = Segmenter(self.options.segmenter, make_vad(self.options.segmenter))
         joiner = _Utterances()
         chunks = iter_audio_chunks(self.path, chunk_s=1.0)
         for events in _pushes(segmenter, chunks):
@@ -121,6 +134,8 @@ class Transcription:
         for offset in range(0, len(utt.audio), _WINDOW):  # max_utterance_s keeps it to one
             window = utt.audio[offset : offset + _WINDOW]
             decoding = opts.decoding
+            if self.language is not None:
+                decoding = replace(decoding, language=self.language)
             previous = self._previous if opts.condition_on_previous else ()
             if self._fixed or previous:
                 ids = join_prompt_ids(self._fixed, previous, MAX_PROMPT_TOKENS)
@@ -131,11 +146,19 @@ class Transcription:
                 result = with_words(self.engine, encoded, decoding, result)
             self.stats = self.stats + result.stats
             text = result.text.strip()
-            if not text or is_hallucination(result, opts.guard):
-                continue
-            self._previous = result.tokens
             start = utt.start + offset / SAMPLE_RATE
             end = min(utt.end, start + len(window) / SAMPLE_RATE)
+            reason = drop_reason(result, opts.guard)
+            if reason is not None:
+                self.drops[reason] = self.drops.get(reason, 0) + 1
+                log.info(
+                    "stream %s: final #%d %.2f-%.2f s dropped (%s)",
+                    self._stream, segment, start, end, describe_drop(reason, result),
+                )  # fmt: skip
+                continue
+            self._previous = result.tokens
+            if opts.lock_language and self.language is None and result.language:
+                self.language = result.language
             # Each offline final stands alone: it commits exactly its own text.
             words = tuple(w.shifted(start) for w in result.words)  # the file's times
             event = CaptionEvent("final", segment, text, start, end, len(text), 0.0, words=words)

@@ -400,10 +400,10 @@ class InferenceWorker:
         with self._cond:
             return self._books.load()
 
-    def admission(self, streams: int) -> Admission:
-        """May one more stream join ``streams`` live ones (`core.capacity.admit`)?"""
+    def admission(self, streams: int, joins_room: bool = False) -> Admission:
+        """May one more publisher join ``streams`` live ones (`core.capacity.admit`)?"""
         with self._cond:
-            return self._books.admission(streams)
+            return self._books.admission(streams, joins_room)
 
     def text_to_ids(self, text: str) -> tuple[int, ...]:
         """Prompt token ids (cached per text: prompts repeat from decode to decode)."""

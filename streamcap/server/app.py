@@ -27,7 +27,7 @@ import errno
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -206,16 +206,35 @@ class CaptionServer:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    def _process_request(
+        self, connection: ServerConnection, request: Request
+    ) -> Response | Awaitable[Response] | None:
         try:
-            return self._screen_request(connection, request)
+            resp = self._screen_request(connection, request)
         except Exception:  # a bug must cost one request, not a traceback per request
-            self.rlog.error("http_error", "request %.80r failed", request.path, exc_info=True)
-            resp = routes.text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal server error")
-            self.metrics.http_requests.labels(str(resp.status_code)).inc()
-            return resp
+            return self._request_failed(request)
+        if resp is not None and not isinstance(resp, Response):
+            return self._finish_request(resp, request)
+        return resp
 
-    def _screen_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    def _request_failed(self, request: Request) -> Response:
+        self.rlog.error("http_error", "request %.80r failed", request.path, exc_info=True)
+        resp = routes.text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal server error")
+        self.metrics.http_requests.labels(str(resp.status_code)).inc()
+        return resp
+
+    async def _finish_request(self, pending: Awaitable[Response], request: Request) -> Response:
+        """A response made off the event loop (subtitles): counted once it is ready."""
+        try:
+            resp = await pending
+        except Exception:
+            return self._request_failed(request)
+        self.metrics.http_requests.labels(str(resp.status_code)).inc()
+        return resp
+
+    def _screen_request(
+        self, connection: ServerConnection, request: Request
+    ) -> Response | Awaitable[Response] | None:
         cfg = self.config
         path = urlsplit(request.path).path
         upgrade = request.headers.get_all("Upgrade")
@@ -244,11 +263,14 @@ class CaptionServer:
             if self._closing:
                 return routes.text(HTTPStatus.SERVICE_UNAVAILABLE, "server shutting down")
             return None
-        resp = self._http(path, request, connection)
-        self.metrics.http_requests.labels(str(resp.status_code)).inc()
-        return resp
+        made = self._http(path, request, connection)
+        if isinstance(made, Response):  # else counted by `_finish_request`
+            self.metrics.http_requests.labels(str(made.status_code)).inc()
+        return made
 
-    def _http(self, path: str, request: Request, connection: ServerConnection) -> Response:
+    def _http(
+        self, path: str, request: Request, connection: ServerConnection
+    ) -> Response | Awaitable[Response]:
         if path in routes.PAGES:
             return routes.static_file(self.web_dir, routes.PAGES[path])
         if path.startswith("/static/"):
@@ -290,16 +312,24 @@ class CaptionServer:
             return routes.text(HTTPStatus.FORBIDDEN, "metrics: loopback only (see --metrics-token)")
         return routes.response(HTTPStatus.OK, self.metrics.render(), CONTENT_TYPE)
 
-    def _subtitles(self, stream: str, kind: str, request: Request) -> Response:
+    def _subtitles(
+        self, stream: str, kind: str, request: Request
+    ) -> Response | Awaitable[Response]:
         params = dict(parse_qsl(urlsplit(request.path).query))
         if not check_token(self.config.view_token, extract_token(params, request.headers.get)):
             return routes.text(HTTPStatus.UNAUTHORIZED, "missing or wrong view token")
         entry = self.hub.get(stream)
         if entry is None or not entry.started:
             return routes.text(HTTPStatus.NOT_FOUND, f"unknown stream {stream!r}")
-        finals = entry.log.finals()
+        finals = entry.log.finals()  # a copy: the thread renders what the log held now
+        return self._render_subtitles(kind, finals, stream)
+
+    async def _render_subtitles(self, kind: str, finals: list[Any], stream: str) -> Response:
+        """Rendering (and encoding) 10 000 finals takes a while: off the event loop, so
+        publishers and viewers do not wait for a download."""
         render = render_vtt if kind == "vtt" else render_srt
-        return routes.subtitles(kind, lambda: render(finals), stream)
+        body = await asyncio.to_thread(lambda: render(finals).encode("utf-8", "replace"))
+        return routes.subtitles(kind, lambda: body, stream)
 
     # ------------------------------------------------------------------ WebSocket
 
@@ -374,6 +404,11 @@ class CaptionServer:
                 return
             if old.connected:
                 self.rlog.info("takeover", "stream %s: a new connection takes over", stream)
+                # the old connection is often a dead path (the publisher changed networks): its
+                # close handshake must not hold the new one for the 10 s close timeout
+                old.ws.close_timeout = min(
+                    old.ws.close_timeout or REFUSE_CLOSE_TIMEOUT_S, REFUSE_CLOSE_TIMEOUT_S
+                )
                 old.request_stop(CloseCode.GOING_AWAY, "replaced by a new connection")
             try:
                 await asyncio.wait_for(old.done.wait(), cfg.finish_timeout_s + 5)
@@ -397,7 +432,7 @@ class CaptionServer:
             )
             await self.refuse(ws, err, "limit", stream)
             return
-        full = self.full()
+        full = self.full(stream)
         if full:
             err = ProtocolError(CloseCode.TRY_AGAIN_LATER, f"server is full: {full}")
             await self.refuse(ws, err, "full", stream)
@@ -411,21 +446,27 @@ class CaptionServer:
 
     # ---- capacity (admission control: `core.capacity`, measured by the worker)
 
-    def full(self) -> str | None:
-        """Why a new publisher would be refused now, or None when it would be admitted."""
+    def _live_rooms(self) -> set[str]:
+        """Streams with a publisher: the talk channels admission charges (`core.capacity`)."""
+        return {session.stream for session in self._publishers}
+
+    def full(self, stream: str | None = None) -> str | None:
+        """Why a new publisher (of ``stream``) would be refused now, or None when it would be
+        admitted. A publisher joining a room that is live shares its talking time."""
         if not self.config.admission:
             return None
         admission = getattr(self.worker, "admission", None)
         if admission is None:  # a worker without a meter (tests' stand-ins)
             return None
-        decision = admission(len(self._publishers))
+        rooms = self._live_rooms()
+        decision = admission(len(rooms), stream in rooms)
         return None if decision.ok else str(decision.reason)
 
     def streams_changed(self) -> None:
-        """Tell the worker's meter how many streams are live (a session began or ended)."""
+        """Tell the worker's meter how many talk channels (rooms with a publisher) are live."""
         changed = getattr(self.worker, "streams_changed", None)
         if changed is not None:
-            changed(self.hub.publishing)
+            changed(self.hub.rooms_publishing)
 
     def _worker_metrics(self) -> dict[str, float]:
         out = worker_snapshot(self.worker)
@@ -433,7 +474,7 @@ class CaptionServer:
         if load is not None:
             m = load()
             out.update(load_busy=m.busy, load_finals=m.finals, final_wait_p95=m.final_wait_p95_s)
-            decision = self.worker.admission(len(self._publishers))
+            decision = self.worker.admission(len(self._live_rooms()))
             out.update(
                 stream_finals_load=decision.per_stream,
                 capacity_streams=float(min(decision.capacity, self.config.max_streams)),
@@ -457,11 +498,22 @@ class CaptionServer:
         return on_caption
 
     def _deliver(self, entry: StreamEntry, cap: CaptionEvent, pub: Publication) -> None:
-        out = entry.add(cap, pub)
+        try:
+            out = entry.add(cap, pub)
+        except Exception:  # one bad event never ends the stream: the rest goes on
+            self.rlog.error(
+                "deliver", "stream %s: a caption could not be added", entry.stream, exc_info=True
+            )
+            return
         if self.recorder is not None:
-            self.recorder.before_send(entry.log)
-            if out.type == "final":
-                self.recorder.write(out)
+            try:
+                self.recorder.before_send(entry.log)
+                if out.type == "final":
+                    self.recorder.write(out)
+            except Exception:
+                self.rlog.error(
+                    "record", "stream %s: recording an event failed", entry.stream, exc_info=True
+                )
         self.metrics.captions.labels(out.type).inc()
         if out.type == "final":
             self.metrics.final_latency.observe(max(0.0, out.latency_ms) / 1000.0)

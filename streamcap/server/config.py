@@ -162,7 +162,9 @@ def live_stream_factory(
     def make(
         stream: str, start: StartMessage, on_caption: Callable[[CaptionEvent], None]
     ) -> LiveStreamLike:
-        language = start.language or default_language
+        from streamcap.runtime.stream import split_language
+
+        language, lock = split_language(start.language or default_language)
         engine = worker.engine
         if language is not None and engine.multilingual:
             try:
@@ -172,7 +174,11 @@ def live_stream_factory(
                     CloseCode.UNSUPPORTED_DATA, f"unsupported language {language!r}"
                 ) from None
         cfg = dataclasses.replace(
-            base, language=language, task=start.task, prompt=start.prompt or base.prompt
+            base,
+            language=language,
+            lock_language=lock,
+            task=start.task,
+            prompt=start.prompt or base.prompt,
         )
         clock = RealClock()
         mode = start.speakers or speakers

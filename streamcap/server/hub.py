@@ -196,6 +196,11 @@ class Hub:
             self._trim()
 
     @property
+    def rooms_publishing(self) -> int:
+        """Streams (rooms) with at least one publisher connected."""
+        return sum(1 for e in self._streams.values() if e.publishing)
+
+    @property
     def publishing(self) -> int:
         """Publishers connected, over all rooms."""
         return sum(len(e.publications) for e in self._streams.values())

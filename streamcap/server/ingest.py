@@ -150,7 +150,10 @@ class IngestSession:
                         if m.speaker and m.speaker != self.speaker:
                             self.server.claim_speaker(self, m.speaker)  # ProtocolError if not
                         self._begin(m)
-                        await ws.send(ready_message(self.stream, m.sample_rate))
+                        try:
+                            await ws.send(ready_message(self.stream, m.sample_rate))
+                        except ConnectionClosed:  # reset right after its start: not our bug
+                            return "dropped"
                         continue
                     return "stop"
                 samples = state.receive_bytes(msg, now)
@@ -163,6 +166,8 @@ class IngestSession:
         except ProtocolError as e:
             await self.server.refuse(ws, e, _label(e, "flood"), stream=self.stream)
             return "refused"
+        except ConnectionClosed:  # any send to a publisher that has gone
+            return "dropped"
         except Exception:
             log.exception("ingest %s failed", self.stream)
             err = ProtocolError(CloseCode.INTERNAL_ERROR, "internal server error")
@@ -225,6 +230,15 @@ class IngestSession:
         # Captions the worker posted before it went idle are queued ahead of us: let them run.
         await asyncio.sleep(0)
 
+    def _decode_failure(self) -> str | None:
+        """What went wrong in the stream's pipeline (its `errors`), or None if nothing did."""
+        errors = getattr(self.live, "errors", None)
+        if not errors:
+            return None
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"{type(first).__name__}: {str(first)[:60]}{more}"
+
     async def _close(self, outcome: str) -> None:
         server = self.server
         entry = self.entry
@@ -244,8 +258,15 @@ class IngestSession:
                 self.state.audio_seconds,
                 entry.log.last_seq,
             )
+        failed = self._decode_failure()
         with contextlib.suppress(ConnectionClosed):
-            if outcome == "stop" and self.late:
+            if outcome == "stop" and failed is not None:
+                # never "stopped" (every final out) when decodes failed: say so
+                why = f"decoding failed: {failed}"
+                err = ProtocolError(CloseCode.INTERNAL_ERROR, why)
+                await self.ws.send(error_message(err.code, err.reason))
+                await self.ws.close(err.code, err.close_reason)
+            elif outcome == "stop" and self.late:
                 why = "overloaded: finals still decoding, viewers get them"
                 await self.ws.send(error_message(CloseCode.TRY_AGAIN_LATER, why))
                 await self.ws.close(CloseCode.TRY_AGAIN_LATER, why)

@@ -165,8 +165,27 @@ class _LiveCollector(Collector):
         ):
             if key in w:
                 yield GaugeMetricFamily(name, doc, value=w[key])
+        yield finals_dropped_family()
         if self._remote is not None:
             yield from remote_families(self._remote())
+
+
+def finals_dropped_family() -> Metric:
+    """``streamcap_finals_dropped_total{reason}``: voiced finals of this process's live streams
+    that ended with no text (`LiveStream.drops`; every reason listed, zero until one happens)."""
+    from streamcap.core.policy import NOT_DECODED
+    from streamcap.core.text import DROP_REASONS
+    from streamcap.runtime.stream import finals_dropped
+
+    counts = finals_dropped()
+    family = CounterMetricFamily(
+        "streamcap_finals_dropped",
+        "Voiced finals that ended with no text, by reason (hallucination guard, no decode)",
+        labels=["reason"],
+    )
+    for reason in dict.fromkeys([*DROP_REASONS, NOT_DECODED, *counts]):
+        family.add_metric([reason], counts.get(reason, 0))
+    return family
 
 
 def remote_families(r: Mapping[str, Any]) -> Iterator[Metric]:

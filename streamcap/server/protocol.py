@@ -11,7 +11,8 @@ import enum
 import hmac
 import json
 import re
-from collections.abc import Callable, Mapping
+import unicodedata
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -49,6 +50,16 @@ _START_FIELDS = frozenset(
 #: A publisher's name in a room: it goes into WebVTT voice tags and overlays, so no markup.
 MAX_SPEAKER_CHARS = 32
 _SPEAKER_BAD = re.compile(r"[<>&\"\x00-\x1f\x7f]")
+#: Unicode categories no client text may hold: controls (C0, C1), format characters (bidi
+#: overrides such as U+202E, zero-width characters) and surrogates; names also refuse private-use
+#: and unassigned code points (invisible or look-alike names).
+_TEXT_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
+_NAME_BAD_CATEGORIES = _TEXT_BAD_CATEGORIES | {"Co", "Cn"}
+#: Joiners that Persian, Indic scripts and emoji sequences need (format characters, but not
+#: invisible tricks): allowed in prompts and vocabulary, never in names.
+_JOINERS = frozenset("\u200c\u200d")
+#: Whitespace controls a prompt may hold; they become plain spaces.
+_PROMPT_SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " ", "\v": " ", "\f": " "})
 _MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: control frame payload 125 bytes, minus the code
 
 
@@ -102,12 +113,74 @@ class StartMessage:
     speakers: str | None = None
 
 
+def well_formed(value: str) -> bool:
+    """`value` is well-formed Unicode: it encodes to UTF-8 (no lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _bad_char(
+    value: str, categories: frozenset[str], allowed: frozenset[str] = frozenset()
+) -> str | None:
+    """The first character of `value` in one of `categories` (and not `allowed`), as U+XXXX."""
+    for ch in value:
+        if unicodedata.category(ch) in categories and ch not in allowed:
+            return f"U+{ord(ch):04X}"
+    return None
+
+
+def check_text(value: str, what: str, *, spaces: bool = False) -> str:
+    """A client's text: well-formed Unicode without control or format characters (1003).
+
+    `spaces` (prompts): tabs and line breaks are allowed and become spaces, and the zero-width
+    joiners that scripts need are kept; bidi overrides and other format characters are not."""
+    if not well_formed(value):
+        raise _bad(f"{what} is not well-formed Unicode (a lone surrogate)")
+    allowed: frozenset[str] = frozenset()
+    if spaces:
+        value = value.translate(_PROMPT_SPACES)
+        allowed = _JOINERS
+    bad = _bad_char(value, _TEXT_BAD_CATEGORIES, allowed)
+    if bad is not None:
+        raise _bad(f"{what} must not hold control characters or format characters ({bad})")
+    return value
+
+
+def _check_strings(obj: object, what: str) -> None:
+    """Every string in a decoded JSON value (keys too) is well-formed Unicode."""
+    if isinstance(obj, str):
+        if not well_formed(obj):
+            raise _bad(f"{what} holds text that is not well-formed Unicode (a lone surrogate)")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _check_strings(k, what)
+            _check_strings(v, what)
+    elif isinstance(obj, list):
+        for v in obj:
+            _check_strings(v, what)
+
+
+def normalise_name(value: str) -> str:
+    """A name as it is compared and shown: NFKC (so full-width and other look-alike forms
+    collide), spaces collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", value).split())
+
+
 def parse_speaker(value: object) -> str:
-    """A speaker name: 1-32 characters once spaces are collapsed, no markup or control
-    characters (it is shown in overlays and written into WebVTT ``<v Name>`` tags)."""
+    """A speaker name: 1-32 characters once NFKC-normalised and spaces are collapsed, no markup,
+    control, format (bidi, zero-width), private-use or unassigned characters (it is shown in
+    overlays and written into WebVTT ``<v Name>`` tags, and names must not look alike)."""
     if not isinstance(value, str):
         raise _bad(f"'speaker' must be a string, got {type(value).__name__}")
-    name = " ".join(value.split())
+    if not well_formed(value) or "\ufffd" in value:  # U+FFFD: text broken on its way here
+        raise _bad("invalid speaker name: not well-formed Unicode")
+    name = normalise_name(value)
+    bad = _bad_char(name, _NAME_BAD_CATEGORIES)
+    if bad is not None:
+        raise _bad(f"invalid speaker name {name[:40]!r}: it holds an invisible character ({bad})")
     if not name or len(name) > MAX_SPEAKER_CHARS or _SPEAKER_BAD.search(name):
         raise _bad(
             f"invalid speaker name {value[:40]!r}: 1-{MAX_SPEAKER_CHARS} characters, "
@@ -132,7 +205,16 @@ def _load_object(text: str, what: str) -> dict[str, Any]:
         raise _bad(f"{what} holds a value that cannot be read ({str(e)[:60]})") from None
     if not isinstance(obj, dict):
         raise _bad(f"{what} must be a JSON object, got {type(obj).__name__}")
+    try:
+        _check_strings(obj, what)
+    except RecursionError:
+        raise _bad(f"{what} is nested too deeply") from None
     return obj
+
+
+def _one_of(v: object, options: Collection[str]) -> bool:
+    """`v` is one of the strings `options` (a list or an object is not: never unhashable)."""
+    return isinstance(v, str) and v in options
 
 
 def _is_int(v: object) -> bool:
@@ -143,7 +225,8 @@ def parse_start(text: str) -> StartMessage:
     """Validate the first ingest text message.
 
     Required: `type` "start", `sample_rate` (int, 8000..48000), `format` ("pcm_s16le" or
-    "f32le"). Optional: `channels` (1 or 2, default 1), `language` (code or null = detect),
+    "f32le"). Optional: `channels` (1 or 2, default 1), `language` (code,
+    null = detect once and keep, "auto-each" = detect per utterance),
     `task` ("transcribe" or "translate"), `prompt` (text) and `vocabulary` (terms: a list, or
     one comma-separated string) for the stream's own prompt, `speaker` (the publisher's name
     in its room, as the `speaker` query parameter), `speakers` ("auto": label finals by voice,
@@ -169,7 +252,7 @@ def parse_start(text: str) -> StartMessage:
             f"unsupported sample_rate {rate}: must be {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE} Hz"
         )
     fmt = msg["format"]
-    if fmt not in SAMPLE_BYTES:
+    if not _one_of(fmt, SAMPLE_BYTES):
         raise _bad(f"unsupported format {fmt!r}: use 'pcm_s16le' or 'f32le'")
 
     channels = msg.get("channels", 1)
@@ -177,20 +260,30 @@ def parse_start(text: str) -> StartMessage:
         raise _bad(f"unsupported channels {channels!r}: use 1 (mono) or 2 (stereo, interleaved)")
 
     language = msg.get("language")
-    if language is not None:
+    if language == "auto-each":  # detect in every utterance (`runtime.stream.AUTO_EACH`)
+        pass
+    elif language is not None:
         if not isinstance(language, str) or not _LANGUAGE_RE.fullmatch(language):
             raise _bad(f"'language' must be a language code such as 'en' or null, got {language!r}")
         language = language.lower()
 
     task = msg.get("task", "transcribe")
-    if task not in ("transcribe", "translate"):
+    if not _one_of(task, ("transcribe", "translate")):
         raise _bad(f"unsupported task {task!r}: use 'transcribe' or 'translate'")
 
     prompt = msg.get("prompt", "")
     if not isinstance(prompt, str):
         raise _bad(f"'prompt' must be a string, got {type(prompt).__name__}")
+    prompt = check_text(prompt, "'prompt'", spaces=True)
     vocabulary = msg.get("vocabulary", [])
-    if not isinstance(vocabulary, (str, list)):
+    if isinstance(vocabulary, str):
+        vocabulary = check_text(vocabulary, "'vocabulary'", spaces=True)
+    elif isinstance(vocabulary, list):  # terms that are not strings: `parse_vocabulary` says
+        vocabulary = [
+            check_text(v, "'vocabulary'", spaces=True) if isinstance(v, str) else v
+            for v in vocabulary
+        ]
+    else:
         raise _bad("'vocabulary' must be a list of strings or one comma-separated string")
     try:
         prompt = stream_prompt(prompt, parse_vocabulary(vocabulary))
@@ -198,7 +291,7 @@ def parse_start(text: str) -> StartMessage:
         raise _bad(str(e)) from None
     speaker = parse_speaker(msg["speaker"]) if msg.get("speaker") is not None else ""
     speakers = msg.get("speakers")
-    if speakers not in (None, "auto", "off"):
+    if speakers is not None and speakers not in ("auto", "off"):
         raise _bad(f"unsupported speakers {speakers!r}: use 'auto' (voice labels) or 'off'")
     return StartMessage(
         sample_rate=rate, format=fmt, channels=channels, language=language, task=task,
@@ -340,6 +433,13 @@ class IngestState:
 def _single_params(query: str) -> dict[str, str]:
     params: dict[str, str] = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
+        for text in (key, value):
+            if not well_formed(text) or _bad_char(text, _TEXT_BAD_CATEGORIES) is not None:
+                raise ProtocolError(
+                    CloseCode.POLICY_VIOLATION,
+                    f"query parameter {ascii(key)[:40]} holds a control character or text that "
+                    "is not well-formed Unicode",
+                )
         if key in params:
             raise ProtocolError(
                 CloseCode.POLICY_VIOLATION, f"query parameter {key!r} given more than once"
@@ -425,7 +525,10 @@ def check_token(expected: str | None, given: str | None) -> bool:
         return True
     if given is None:
         return False
-    return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8"))
+    # surrogatepass: a header or query value may hold raw bytes (surrogate escapes)
+    return hmac.compare_digest(
+        expected.encode("utf-8", "surrogatepass"), given.encode("utf-8", "surrogatepass")
+    )
 
 
 def _dumps(obj: dict[str, Any]) -> str:

@@ -29,9 +29,11 @@ from typing import TextIO
 from streamcap.core.captions import Caption, CaptionLog
 from streamcap.formats import JsonlWriter
 
-from .protocol import STREAM_ID_RE
+from .protocol import STREAM_ID_RE, ProtocolError, parse_speaker, well_formed
+from .ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
+_rlog = RateLimitedLog(log, interval_s=60.0, burst=3)
 
 #: Seqs reserved per write of the `.seq.json` file.
 SEQ_BLOCK = 256
@@ -99,8 +101,8 @@ class Recorder:
             if not line.strip():
                 continue
             try:
-                cap = Caption.from_dict(json.loads(line))
-            except (ValueError, TypeError, AttributeError):
+                cap = _checked(Caption.from_dict(json.loads(line)))
+            except (ValueError, TypeError, AttributeError, ProtocolError):
                 bad += 1
                 continue
             if cap.type == "final":
@@ -169,8 +171,9 @@ class Recorder:
             if writer is None:
                 writer = self._writers[cap.stream] = _AppendingJsonl(self._jsonl(cap.stream))
             writer.write(cap)
-        except OSError as e:
-            log.error("recording %s failed: %s", cap.stream, e)
+        except (OSError, ValueError) as e:  # ValueError: text that cannot be encoded
+            # one event that cannot be written never ends the recording (or the stream)
+            _rlog.error(f"write:{cap.stream}", "recording %s failed: %s", cap.stream, e)
 
     def close_stream(self, stream: str) -> None:
         writer = self._writers.pop(stream, None)
@@ -184,6 +187,20 @@ class Recorder:
         for clog in logs:
             if self._epochs.get(clog.stream) == clog.epoch and clog.last_seq:
                 self._write_seq(clog.stream, clog.epoch, clog.last_seq)
+
+
+def _checked(cap: Caption) -> Caption:
+    """A recorded final holds only what the server could have sent: well-formed Unicode
+    everywhere, and a speaker name that `parse_speaker` takes as it is (no control, format or
+    look-alike characters); a hand-edited or foreign file must not break viewers or subtitles.
+    Caption text may hold what a model writes (joiners, line breaks), so it is only checked
+    for well-formedness."""
+    for value in (cap.stream, cap.epoch, cap.text, *(w.word for w in cap.words)):
+        if not well_formed(value):
+            raise ValueError("recorded text is not well-formed Unicode")
+    if cap.speaker and parse_speaker(cap.speaker) != cap.speaker:
+        raise ValueError("recorded speaker name is not in its normal form")
+    return cap
 
 
 def _replace_seq(cap: Caption, seq: int, epoch: str) -> Caption:

@@ -65,7 +65,8 @@ def response(
     content_type: str = "text/plain; charset=utf-8",
     extra: tuple[tuple[str, str], ...] = (),
 ) -> Response:
-    data = body.encode("utf-8") if isinstance(body, str) else body
+    # "replace": text that is not well-formed Unicode costs a character, not the response
+    data = body.encode("utf-8", "replace") if isinstance(body, str) else body
     headers = Headers(
         [
             ("Content-Type", content_type),
@@ -102,7 +103,7 @@ def static_file(web_dir: Path, rel: str) -> Response:
     return response(HTTPStatus.OK, data, ctype, extra)
 
 
-def subtitles(kind: str, render: Callable[[], str], stream: str) -> Response:
+def subtitles(kind: str, render: Callable[[], str | bytes], stream: str) -> Response:
     ctype = "text/vtt; charset=utf-8" if kind == "vtt" else "application/x-subrip; charset=utf-8"
     disposition = ("Content-Disposition", f'inline; filename="{stream}.{kind}"')
     return response(HTTPStatus.OK, render(), ctype, (disposition,))

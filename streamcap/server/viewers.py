@@ -81,7 +81,19 @@ async def _send_loop(
         viewer.wake.clear()
         for cap in entry.log.since(viewer.cursor):
             try:
-                await asyncio.wait_for(ws.send(cap.to_json()), timeout)
+                data = cap.to_json().encode("utf-8")
+            except Exception:  # one event that cannot be sent never ends the viewer
+                server.rlog.error(
+                    "event_encode",
+                    "stream %s: event seq %d cannot be encoded; viewers skip it",
+                    entry.stream,
+                    cap.seq,
+                    exc_info=True,
+                )
+                viewer.cursor = cap.seq
+                continue
+            try:
+                await asyncio.wait_for(ws.send(data, text=True), timeout)
             except asyncio.TimeoutError:
                 reason = f"viewer too slow; reconnect with since={viewer.cursor}"
                 err = ProtocolError(CloseCode.POLICY_VIOLATION, reason)
