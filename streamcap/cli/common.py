@@ -357,6 +357,18 @@ def prompt_of(args: argparse.Namespace) -> str:
         raise UsageError(f"--prompt/--vocabulary: {e}") from None
 
 
+def live_config_of(args: argparse.Namespace) -> LiveConfig:
+    """`live_config` from a live command's flags (`dictate`, `transcribe --live`)."""
+    return live_config(
+        args.language,
+        args.task,
+        args.partial_interval,
+        prompt_of(args),
+        guard_config(args),
+        vad_of(args),
+    )
+
+
 def live_config(
     language: str | None = None,
     task: str = "transcribe",

@@ -20,13 +20,10 @@ from streamcap.cli.common import (
     add_live_flags,
     add_model_flags,
     add_vad_flag,
-    guard_config,
-    live_config,
+    live_config_of,
     positive_float,
-    prompt_of,
     say,
     speaker_stage,
-    vad_of,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
 
@@ -127,14 +124,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     device = find_input_device(args.mic)  # NoMicrophoneError before the model loads
     [outputs] = plan_outputs(["dictation"], args.output, None, folders=False)
-    config = live_config(
-        args.language,
-        args.task,
-        args.partial_interval,
-        prompt_of(args),
-        guard_config(args),
-        vad_of(args),
-    )
+    config = live_config_of(args)
 
     from streamcap.cli.live import ready_engine
     from streamcap.core.captions import CaptionLog

@@ -14,13 +14,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.common import (
-    guard_config,
-    live_config,
+    live_config_of,
     load_engine,
-    prompt_of,
     say,
     speaker_stage,
-    vad_of,
 )
 from streamcap.cli.outputs import Writers, plan_outputs
 
@@ -67,14 +64,7 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
 
     path = args.files[0]  # one file: `transcribe.check_flags` saw to it
     [outputs] = plan_outputs([path], args.output, args.format)
-    config = live_config(
-        args.language,
-        args.task,
-        args.partial_interval,
-        prompt_of(args),
-        guard_config(args),
-        vad_of(args),
-    )
+    config = live_config_of(args)
     chunk_s = args.chunk or DEFAULT_CHUNK_S
     chunks = iter_audio_chunks(path, chunk_s=chunk_s)  # AudioError now on a bad file
     first = next(chunks)
