@@ -420,22 +420,24 @@ def _timed_cues(captions: Iterable[Caption]) -> list[tuple[float, float, list[st
     return sorted(cues, key=lambda cue: cue[0])
 
 
-def render_srt(captions: Iterable[Caption]) -> str:
-    """Whole SRT document for the finals among `captions`, cues in time order."""
+def _render_cues(
+    writer_type: type[SrtWriter] | type[VttWriter], captions: Iterable[Caption]
+) -> str:
     buf = io.StringIO()
-    writer = SrtWriter(buf)
+    writer = writer_type(buf)
     for cue in _timed_cues(captions):
         buf.write(writer._cue(*cue))
     return buf.getvalue()
+
+
+def render_srt(captions: Iterable[Caption]) -> str:
+    """Whole SRT document for the finals among `captions`, cues in time order."""
+    return _render_cues(SrtWriter, captions)
 
 
 def render_vtt(captions: Iterable[Caption]) -> str:
     """Whole WebVTT document for the finals among `captions`, cues in time order."""
-    buf = io.StringIO()
-    writer = VttWriter(buf)
-    for cue in _timed_cues(captions):
-        buf.write(writer._cue(*cue))
-    return buf.getvalue()
+    return _render_cues(VttWriter, captions)
 
 
 def render_txt(captions: Iterable[Caption]) -> str:
