@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """A flooding publisher against a real `streamcap serve`, side by side with the calm case.
 
-    python scripts/flood_test.py [--seconds 40] [--json out/flood.json]
+    python scripts/flood_test.py [--seconds 40] [--kind frames|download] [--json out/flood.json]
 
 Starts `streamcap serve` (bundled base model) on a loopback port. Phase 1: one honest publisher
 replays speech clips (tests/data, with pauses) at real-time pace while a viewer collects its
-finals. Phase 2: the same, while an attacker in a process of its own sends empty binary frames
-as fast as it can, on as many connections as it takes (it reconnects whenever one is closed).
+finals. Phase 2: the same, while an attacker in a process of its own floods the server, on as
+many connections as it takes (it reconnects whenever one is closed): `--kind frames` sends
+empty binary frames as fast as it can; `--kind download` fetches `/streams/big.vtt`, a
+recording of 10 000 finals of 14 words (about 1.3 MB of WebVTT), in a loop.
 Prints the honest stream's final latency (the pipeline's `latency_ms`) p50/p95 in both phases
-and their ratio, how many messages and connections the attacker sent, and the server's CPU time
-per phase. Loopback only; the attack stops by itself after the phase.
+and their ratio, how long a `/healthz` probe every 0.5 s waited (the event loop's answer),
+how many messages and connections the attacker sent, and the server's CPU time per phase.
+Loopback only; the attack stops by itself after the phase.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +60,45 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, clock ticks
 
 
-def run_attacker(base: str, seconds: float) -> None:
+BIG = "big"  #: the recording the downloading attacker fetches
+
+
+def write_big_recording(record_dir: Path, finals: int = 10_000) -> None:
+    """A recording of `finals` finals of about 14 words each, as `--record DIR` keeps one."""
+    from streamcap.core.captions import Caption
+
+    words = [
+        "so",
+        "the",
+        "next",
+        "thing",
+        "we",
+        "looked",
+        "at",
+        "was",
+        "the",
+        "budget",
+        "for",
+        "the",
+        "spring",
+        "release",
+    ]
+    with (record_dir / f"{BIG}.jsonl").open("w", encoding="utf-8") as f:
+        for seq in range(1, finals + 1):
+            text = " ".join(words[(seq + i) % len(words)] for i in range(14)).capitalize() + "."
+            t = 3.0 * seq
+            cap = Caption("final", BIG, seq, seq, text, t, t + 2.5, len(text), 900.0, "ep0")
+            f.write(json.dumps(cap.to_dict()) + "\n")
+
+
+def run_attacker(base: str, seconds: float, kind: str) -> None:
     """The attacking process: flood for `seconds`, then print what it sent as JSON."""
-    counts = {"connections": 0, "messages": 0, "closed": 0}
+    counts = {"connections": 0, "messages": 0, "closed": 0, "bytes": 0}
 
     async def main() -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().call_later(seconds, stop.set)
-        await attacker(base, stop, counts)
+        await (downloader if kind == "download" else attacker)(base, stop, counts)
 
     asyncio.run(main())
     print(json.dumps(counts))
@@ -89,7 +125,27 @@ async def attacker(base: str, stop: asyncio.Event, counts: dict[str, int]) -> No
             await asyncio.sleep(0)
 
 
-async def phase(base: str, audio: np.ndarray, stream: str, flood: bool) -> dict[str, Any]:
+async def downloader(base: str, stop: asyncio.Event, counts: dict[str, int]) -> None:
+    """GET /streams/big.vtt in a loop, each read whole (a 'messages' count is one download)."""
+    host, port = base.removeprefix("ws://").rsplit(":", 1)
+    request = f"GET /streams/{BIG}.vtt HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            counts["connections"] += 1
+            writer.write(request)
+            while chunk := await reader.read(1 << 20):
+                counts["bytes"] += len(chunk)
+            counts["messages"] += 1
+            writer.close()
+        except OSError:
+            counts["closed"] += 1
+            await asyncio.sleep(0)
+
+
+async def phase(
+    base: str, audio: np.ndarray, stream: str, flood: bool, kind: str
+) -> dict[str, Any]:
     latencies: list[float] = []
 
     async def view() -> None:
@@ -97,19 +153,36 @@ async def phase(base: str, audio: np.ndarray, stream: str, flood: bool) -> dict[
             if ev.get("type") == "final" and ev.get("text", "").strip():
                 latencies.append(ev["latency_ms"] / 1000.0)
 
+    health: list[float] = []
+
+    async def probe() -> None:  # the event loop's responsiveness: /healthz every 0.5 s
+        host, port = base.removeprefix("ws://").rsplit(":", 1)
+        request = f"GET /healthz HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+        while True:
+            t0 = time.perf_counter()
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request)
+            await reader.read()
+            writer.close()
+            health.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.5)
+
     counts: dict[str, int] = {}
     viewer = asyncio.create_task(view())
+    prober = asyncio.create_task(probe())
     attack = None
     if flood:  # a process of its own, as a real attacker would be (no shared GIL with us)
         cmd = [sys.executable, __file__, "--attack", base, "--attack-seconds", str(len(audio) / SR)]
+        cmd += ["--kind", kind]
         attack = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         await publish(ws_url(base, "ingest", stream), audio, SR)
         await asyncio.sleep(1.0)
     finally:
-        viewer.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await viewer
+        for task in (viewer, prober):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         if attack is not None:
             out, _ = attack.communicate(timeout=120)
             counts = json.loads(out.strip().splitlines()[-1])
@@ -118,6 +191,8 @@ async def phase(base: str, audio: np.ndarray, stream: str, flood: bool) -> dict[
         "finals": len(latencies),
         "latency_p50_s": statistics.median(latencies) if latencies else None,
         "latency_p95_s": q[18],
+        "healthz_p50_ms": 1000 * statistics.median(health) if health else None,
+        "healthz_max_ms": 1000 * max(health) if health else None,
         **({"attacker": counts} if flood else {}),
     }
 
@@ -126,14 +201,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=40.0, help="speech per phase (default 40)")
     ap.add_argument("--json", type=Path, help="write the figures here")
+    ap.add_argument(
+        "--kind",
+        choices=["frames", "download"],
+        default="frames",
+        help="the flood: empty audio frames, or subtitle downloads of a 10 000-final recording",
+    )
     ap.add_argument("--attack", metavar="WS_BASE", help=argparse.SUPPRESS)
     ap.add_argument("--attack-seconds", type=float, default=40.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.attack:
-        run_attacker(args.attack, args.attack_seconds)
+        run_attacker(args.attack, args.attack_seconds, args.kind)
         return 0
     audio = program(args.seconds)
     cmd = [sys.executable, "-m", "streamcap.cli", "serve", "--port", "0"]
+    record = tempfile.TemporaryDirectory(prefix="flood-record-")
+    if args.kind == "download":
+        write_big_recording(Path(record.name))
+        cmd += ["--record", record.name]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
@@ -147,24 +232,33 @@ def main() -> int:
         out: dict[str, Any] = {}
         for name, flood in (("calm", False), ("flood", True)):
             cpu0 = cpu_seconds(proc.pid)
-            out[name] = asyncio.run(phase(base, audio, f"honest-{name}", flood))
+            out[name] = asyncio.run(phase(base, audio, f"honest-{name}", flood, args.kind))
             out[name]["server_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
     finally:
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(30)
+        record.cleanup()
     calm, flood = out["calm"], out["flood"]
     for name in ("calm", "flood"):
         r = out[name]
         print(
             f"{name:6s} finals {r['finals']:3d}  final latency p50 {r['latency_p50_s']:.2f} s "
-            f"p95 {r['latency_p95_s']:.2f} s  server CPU {r['server_cpu_s']:.1f} s"
+            f"p95 {r['latency_p95_s']:.2f} s  /healthz p50 {r['healthz_p50_ms']:.0f} ms "
+            f"max {r['healthz_max_ms']:.0f} ms  server CPU {r['server_cpu_s']:.1f} s"
         )
     a = flood["attacker"]
-    print(
-        f"attacker: {a['messages']} empty frames sent on {a['connections']} connections "
-        f"({a['messages'] / max(1, a['connections']):.0f} per connection until it saw the close)"
-    )
+    if args.kind == "download":
+        print(
+            f"attacker: {a['messages']} whole downloads of {BIG}.vtt "
+            f"({a['bytes'] / 1e6:.0f} MB) on {a['connections']} connections"
+        )
+    else:
+        print(
+            f"attacker: {a['messages']} empty frames sent on {a['connections']} connections "
+            f"({a['messages'] / max(1, a['connections']):.0f} per connection until it saw "
+            "the close)"
+        )
     print(
         f"flood/calm: p50 {flood['latency_p50_s'] / calm['latency_p50_s']:.2f}x, "
         f"p95 {flood['latency_p95_s'] / calm['latency_p95_s']:.2f}x, "

@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from streamcap.core.captions import CaptionEvent
+from streamcap.runtime.jobs import WorkerStats
 from streamcap.server.client import publish, ws_url
 from streamcap.server.thread import ServerThread
 
@@ -195,3 +198,46 @@ class ServeProcess:
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+
+# --------------------------------------------------------------------------- stand-ins
+# The server's own logic under test needs no model: these stand in for the worker's streams.
+
+BAD_TEXT = "bad \udfff"
+
+
+class FakeStream:
+    """A stand-in `LiveStream`: every `feed` is one final ("bad" text for the second one,
+    if asked), `errors` as a real one keeps them."""
+
+    def __init__(self, on_caption: Callable[[CaptionEvent], None], prompt: str) -> None:
+        self.on_caption = on_caption
+        self.prompt = prompt
+        self.n = 0
+        self.errors: list[BaseException] = []
+
+    def feed(self, samples: Any) -> None:
+        text = BAD_TEXT if self.n == 1 and "bad-event" in self.prompt else f"final {self.n}"
+        self.on_caption(CaptionEvent("final", self.n, text, self.n, self.n + 0.5))
+        self.n += 1
+        if "decode-fails" in self.prompt:
+            self.errors.append(RuntimeError("the decoder blew up"))
+
+    def finish(self) -> None:
+        pass
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        return True
+
+
+class FakeWorker:
+    """What the server asks a worker for when there is no model: empty totals."""
+
+    def total_stats(self) -> WorkerStats:
+        return WorkerStats()
+
+
+def fake_factory(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]) -> Any:
+    if "slow-start" in start.prompt:
+        time.sleep(0.3)  # on the event loop: the publisher's reset arrives before the ready
+    return FakeStream(on_caption, start.prompt)

@@ -19,11 +19,19 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from serverkit import SR, START, Collector, expect_close, http_get, ingest
+from serverkit import (
+    SR,
+    START,
+    Collector,
+    FakeWorker,
+    expect_close,
+    fake_factory,
+    http_get,
+    ingest,
+)
 from websockets.sync.client import connect
 
-from streamcap.core.captions import Caption, CaptionEvent
-from streamcap.runtime.jobs import WorkerStats
+from streamcap.core.captions import Caption
 from streamcap.server.client import ws_url
 from streamcap.server.config import ServerConfig
 from streamcap.server.protocol import (
@@ -232,45 +240,6 @@ def test_a_final_that_cannot_be_written_does_not_stop_the_recording(tmp_path: Pa
 
 
 # --------------------------------------------------------------------------- a real server
-
-BAD_TEXT = "bad \udfff"
-
-
-class FakeStream:
-    """A stand-in `LiveStream`: every `feed` is one final ("bad" text for the second one,
-    if asked), `errors` as a real one keeps them."""
-
-    def __init__(self, on_caption: Callable[[CaptionEvent], None], prompt: str) -> None:
-        self.on_caption = on_caption
-        self.prompt = prompt
-        self.n = 0
-        self.errors: list[BaseException] = []
-
-    def feed(self, samples: Any) -> None:
-        text = BAD_TEXT if self.n == 1 and "bad-event" in self.prompt else f"final {self.n}"
-        self.on_caption(CaptionEvent("final", self.n, text, self.n, self.n + 0.5))
-        self.n += 1
-        if "decode-fails" in self.prompt:
-            self.errors.append(RuntimeError("the decoder blew up"))
-
-    def finish(self) -> None:
-        pass
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        return True
-
-
-class FakeWorker:
-    """What the server asks a worker for when there is no model: empty totals."""
-
-    def total_stats(self) -> WorkerStats:
-        return WorkerStats()
-
-
-def fake_factory(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]) -> Any:
-    if "slow-start" in start.prompt:
-        time.sleep(0.3)  # on the event loop: the publisher's reset arrives before the ready
-    return FakeStream(on_caption, start.prompt)
 
 
 @pytest.fixture(scope="module")

@@ -141,18 +141,23 @@ def test_a_stream_exists_only_from_its_start_message(server: ServerThread) -> No
 
 
 def test_sockets_that_never_start_cannot_hold_the_stream_slots(worker: Any) -> None:
+    """A stream slot is taken at a valid start (issue 21 item 10): sockets that never start
+    hold none, and `--max-streams` still counts the publishers that did."""
     config = ServerConfig(port=0, max_streams=2, start_timeout_s=1.0)
     with ServerThread(config, worker) as srv, contextlib.ExitStack() as stack:
         idle = [
             stack.enter_context(connect(ws_url(base(srv), "ingest", f"idle{i}"))) for i in (1, 2)
         ]
-        with connect(ws_url(base(srv), "ingest", "third")) as ws:
-            assert "limit" in (expect_close(ws, 1008) or {}).get("reason", "")
-        for ws in idle:
-            expect_close(ws, 1008)
-        with connect(ws_url(base(srv), "ingest", "later")) as ws:  # the slots are free again
+        started = []
+        for name in ("third", "fourth"):
+            ws = stack.enter_context(connect(ws_url(base(srv), "ingest", name)))
             ws.send(json.dumps(START))
             assert json.loads(ws.recv(timeout=10))["type"] == "ready"
+            started.append(ws)
+        with connect(ws_url(base(srv), "ingest", "fifth")) as ws:  # two have started: full
+            assert "limit of 2 streams" in (expect_close(ws, 1008) or {}).get("reason", "")
+        for ws in idle:
+            assert "no start message" in (expect_close(ws, 1008) or {}).get("reason", "")
 
 
 # --------------------------------------------------------------------------- bug 3: since
@@ -200,6 +205,7 @@ def test_an_open_server_refuses_a_second_live_publisher(
         live_publisher(open_server, "busy", first, None),
         connect(ws_url(base(open_server), "ingest", "busy")) as ws,
     ):
+        ws.send(json.dumps(START))  # unnamed: its start could have named it (one claim rule)
         err = expect_close(ws, 1008)
     assert err is not None and "already has a publisher" in err["reason"]
 

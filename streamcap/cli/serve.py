@@ -170,8 +170,16 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "--max-connections",
         type=int,
         metavar="N",
-        help="open connections at once, counted before any handshake "
+        help="open connections at once, counted from the accept "
         "(default: max streams + max viewers + 64)",
+    )
+    g.add_argument(
+        "--max-pending-per-address",
+        type=positive_int,
+        default=d.max_pending_per_address,
+        metavar="N",
+        help="connections from one client address that are not yet authenticated (a viewer "
+        "before its token is checked, a publisher before its start)",
     )
     g.add_argument(
         "--burst",
@@ -231,6 +239,7 @@ def server_config(args: argparse.Namespace, *, demo: bool = False) -> ServerConf
             admission=getattr(args, "admission", True),
             max_viewers=args.max_viewers,
             max_connections=args.max_connections,
+            max_pending_per_address=args.max_pending_per_address,
             max_frame_bytes=args.max_frame_bytes,
             idle_timeout_s=args.idle_timeout,
             start_timeout_s=args.start_timeout,

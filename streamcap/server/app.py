@@ -40,6 +40,7 @@ from streamcap.core.captions import CaptionEvent
 from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
+from .budget import ConnectionBudget
 from .config import ServerConfig, StreamFactory, live_stream_factory
 from .hub import Hub, Publication, StreamEntry
 from .ingest import IngestSession
@@ -47,6 +48,7 @@ from .metrics import CONTENT_TYPE, ServerMetrics, worker_snapshot
 from .protocol import (
     CloseCode,
     ProtocolError,
+    Refused,
     check_token,
     error_message,
     extract_token,
@@ -64,6 +66,11 @@ log = logging.getLogger("streamcap.server")
 
 #: How long a refused client has to answer our close frame before its socket is dropped.
 REFUSE_CLOSE_TIMEOUT_S = 0.5
+#: A subtitle response may take this long plus its size at SUBTITLE_SEND_MIN_RATE bytes/s.
+SUBTITLE_SEND_BASE_S = 10.0
+SUBTITLE_SEND_MIN_RATE = 256 * 1024
+#: Rendered subtitle files kept (per stream and kind, for the state they were made from).
+SUBTITLE_CACHE_SIZE = 16
 #: How often "out of file descriptors" is logged at most (asyncio retries accept every second).
 FD_LOG_INTERVAL_S = 60.0
 
@@ -91,8 +98,10 @@ class CaptionServer:
                 return recorder.load(stream, max_finals=config.max_finals)
 
         self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
-        #: (room, speaker name or "") -> its publisher's session
+        #: (room, speaker name or "") -> its publisher's session, from its valid start on
         self._publishers: RoomClaims[IngestSession] = RoomClaims(config.max_speakers_per_room)
+        #: every publisher connection, started or not (shutdown stops them all)
+        self._sessions: set[IngestSession] = set()
         self.metrics = ServerMetrics(
             self.hub.snapshot,
             self._worker_metrics,
@@ -106,7 +115,10 @@ class CaptionServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.viewer_done: set[asyncio.Event] = set()
         self._closing = False
-        self.open_connections = 0
+        self.connections = ConnectionBudget(config.connection_limit, config.max_pending_per_address)
+        #: rendered subtitles by (stream, kind): ((epoch, last seq), the body being made)
+        self._subtitles_made: dict[tuple[str, str], tuple[tuple[str, int], asyncio.Task[bytes]]]
+        self._subtitles_made = {}
         self.started_at = time.time()
 
     # ------------------------------------------------------------------ lifecycle
@@ -117,17 +129,23 @@ class CaptionServer:
             cfg.record_dir.mkdir(parents=True, exist_ok=True)
         self._loop = asyncio.get_running_loop()
         self._loop.set_exception_handler(self._loop_exception)
+        tls = self._ssl_context()
         self._server = await serve(
             self._handler,
             cfg.host,
             cfg.port,
             process_request=self._process_request,
-            ssl=self._ssl_context(),
+            ssl=tls,
             max_size=2 * cfg.max_frame_bytes,  # bigger frames get protocol.py's clear 1009
             compression=None,  # PCM does not compress; deflate would only cost CPU
             ping_interval=cfg.ping_interval_s,
             server_header="streamcap",
             create_connection=_counted_connection(self),
+            # No overall handshake deadline: it would cut a long subtitle download (a response
+            # is part of the handshake). `_counted_connection` gives each connection
+            # `handshake_timeout_s` to send its request, and a response its own close timeout.
+            open_timeout=None,
+            ssl_handshake_timeout=cfg.handshake_timeout_s if tls is not None else None,
         )
 
     def _ssl_context(self) -> ssl.SSLContext | None:
@@ -189,7 +207,7 @@ class CaptionServer:
         self._closing = True
         self._server.server.close()  # stop listening; open connections stay
         cfg = self.config
-        sessions = list(self._publishers)
+        sessions = list(self._sessions)
         for s in sessions:
             s.request_stop(CloseCode.GOING_AWAY, "server shutting down")
         if sessions:
@@ -294,7 +312,7 @@ class CaptionServer:
             return routes.text(HTTPStatus.UPGRADE_REQUIRED, "this path needs a WebSocket")
         m = routes.SUBTITLE_RE.fullmatch(path)
         if m:
-            return self._subtitles(m.group(1), m.group(2), request)
+            return self._subtitles(m.group(1), m.group(2), request, connection)
         return routes.text(HTTPStatus.NOT_FOUND, "not found")
 
     def _metrics(self, request: Request, connection: ServerConnection) -> Response:
@@ -313,7 +331,7 @@ class CaptionServer:
         return routes.response(HTTPStatus.OK, self.metrics.render(), CONTENT_TYPE)
 
     def _subtitles(
-        self, stream: str, kind: str, request: Request
+        self, stream: str, kind: str, request: Request, connection: ServerConnection
     ) -> Response | Awaitable[Response]:
         params = dict(parse_qsl(urlsplit(request.path).query))
         if not check_token(self.config.view_token, extract_token(params, request.headers.get)):
@@ -321,15 +339,39 @@ class CaptionServer:
         entry = self.hub.get(stream)
         if entry is None or not entry.started:
             return routes.text(HTTPStatus.NOT_FOUND, f"unknown stream {stream!r}")
-        finals = entry.log.finals()  # a copy: the thread renders what the log held now
-        return self._render_subtitles(kind, finals, stream)
+        return self._send_subtitles(kind, entry, connection)
 
-    async def _render_subtitles(self, kind: str, finals: list[Any], stream: str) -> Response:
-        """Rendering (and encoding) 10 000 finals takes a while: off the event loop, so
-        publishers and viewers do not wait for a download."""
+    async def _send_subtitles(
+        self, kind: str, entry: StreamEntry, connection: ServerConnection
+    ) -> Response:
+        body = await self._rendered(kind, entry)
+        # The response goes out under the connection's close timeout (the socket is closed
+        # when it runs out): long enough for the whole body at a modest pace, so a large file
+        # is never cut off, and a reader that stalls still lets go of its socket in the end.
+        connection.close_timeout = max(
+            connection.close_timeout or 0.0,
+            SUBTITLE_SEND_BASE_S + len(body) / SUBTITLE_SEND_MIN_RATE,
+        )
+        return routes.subtitles(kind, lambda: body, entry.stream)
+
+    def _rendered(self, kind: str, entry: StreamEntry) -> asyncio.Task[bytes]:
+        """The stream's subtitles, rendered off the event loop (10 000 finals take a while)
+        and kept until the next event: a looping downloader costs one render per change, and
+        concurrent downloads of the same state share it."""
+        key = (entry.stream, kind)
+        state = (entry.log.epoch, entry.log.last_seq)
+        made = self._subtitles_made.get(key)
+        if made is not None and made[0] == state and not made[1].cancelled():
+            return made[1]
+        finals = entry.log.finals()  # a copy: the thread renders what the log held now
         render = render_vtt if kind == "vtt" else render_srt
-        body = await asyncio.to_thread(lambda: render(finals).encode("utf-8", "replace"))
-        return routes.subtitles(kind, lambda: body, stream)
+        task = asyncio.ensure_future(
+            asyncio.to_thread(lambda: render(finals).encode("utf-8", "replace"))
+        )
+        self._subtitles_made[key] = (state, task)
+        while len(self._subtitles_made) > SUBTITLE_CACHE_SIZE:  # oldest first
+            del self._subtitles_made[next(iter(self._subtitles_made))]
+        return task
 
     # ------------------------------------------------------------------ WebSocket
 
@@ -371,7 +413,7 @@ class CaptionServer:
             msg = f"missing {what} token" if token is None else f"wrong {what} token"
             await self.refuse(ws, ProtocolError(CloseCode.POLICY_VIOLATION, msg), "auth")
             return
-        if route == "ingest":
+        if route == "ingest":  # a publisher is authenticated once its start claims a place
             try:
                 speaker = parse_speaker(params["speaker"]) if params.get("speaker") else ""
             except ProtocolError as e:
@@ -379,31 +421,55 @@ class CaptionServer:
                 return
             await self._ingest(ws, params["stream"], speaker)
         else:
+            self.authenticated(ws)
             await serve_viewer(
                 self, ws, params["stream"], int(params["since"]), params.get("epoch")
             )
 
     # ---- ingest
 
-    def claim_speaker(self, session: IngestSession, speaker: str) -> None:
-        """`session` names its speaker in its start message (`RoomClaims.rename`)."""
-        self._publishers.rename(session.stream, session.speaker, speaker, session)
-        session.speaker = speaker
+    def _refusal_at_connect(self, stream: str, speaker: str) -> tuple[ProtocolError, str] | None:
+        """A refusal that is certain before the start message (a taken URL name on a server
+        without a publish token, a full room, the limits), so such a client hears it at once.
+        Anything that depends on the start message's name waits for `claim`."""
+        if self._closing:
+            return ProtocolError(CloseCode.GOING_AWAY, "server shutting down"), "shutdown"
+        held = self._publishers.get(stream, speaker) if speaker else None
+        if held is not None and not (held.connected and self.config.publish_token is None):
+            return None  # the same publisher coming back: decided at its start (`claim`)
+        if not speaker and any(s.stream == stream for s in self._publishers):
+            return None  # the start may name it: decided at its start
+        return self._refusal(stream, speaker)
 
-    async def _ingest(self, ws: ServerConnection, stream: str, speaker: str = "") -> None:
+    def _refusal(self, stream: str, speaker: str) -> tuple[ProtocolError, str] | None:
+        room_err = self._publishers.refusal(stream, speaker)
+        if room_err is not None:
+            return room_err, "busy"
         cfg = self.config
-        # A stream is a room of publishers with distinct names (`rooms.RoomClaims`). The same
-        # publisher coming back (a dropped connection still finalising, or — with a publish
-        # token — one that is still open) takes over once the old session's audio is
-        # finalised; anyone else is refused.
+        if len(self._publishers) >= cfg.max_streams:
+            why = f"server is at its limit of {cfg.max_streams} streams"
+            return ProtocolError(CloseCode.POLICY_VIOLATION, why), "limit"
+        full = self.full(stream)
+        if full:
+            return ProtocolError(CloseCode.TRY_AGAIN_LATER, f"server is full: {full}"), "full"
+        return None
+
+    async def claim(self, session: IngestSession, speaker: str) -> None:
+        """`session` sent a valid start naming `speaker` (from its URL or its start message):
+        it takes its place in the room, or `Refused` says why not.
+
+        The one claim rule: a name is one publisher's. The same publisher coming back (its
+        dropped connection still finalising, or — with a publish token — one still open) takes
+        over once the old session's audio is finalised; anyone else is refused."""
+        cfg = self.config
+        stream = session.stream
         while (old := self._publishers.get(stream, speaker)) is not None:
             if old.connected and cfg.publish_token is None:
                 err = self._publishers.refusal(stream, speaker)
                 assert err is not None
-                await self.refuse(ws, err, "busy", stream)
-                return
+                raise Refused(err, "busy")
             if old.connected:
-                self.rlog.info("takeover", "stream %s: a new connection takes over", stream)
+                self.rlog.info("takeover", "%s: a new connection takes over", who(stream, speaker))
                 # the old connection is often a dead path (the publisher changed networks): its
                 # close handshake must not hold the new one for the 10 s close timeout
                 old.ws.close_timeout = min(
@@ -413,35 +479,35 @@ class CaptionServer:
             try:
                 await asyncio.wait_for(old.done.wait(), cfg.finish_timeout_s + 5)
             except asyncio.TimeoutError:
-                err = ProtocolError(
-                    CloseCode.POLICY_VIOLATION, f"{who(stream, speaker)} is still finishing"
-                )
-                await self.refuse(ws, err, "busy", stream)
-                return
+                why = f"{who(stream, speaker)} is still finishing"
+                raise Refused(ProtocolError(CloseCode.POLICY_VIOLATION, why), "busy") from None
         if self._closing:
-            err = ProtocolError(CloseCode.GOING_AWAY, "server shutting down")
-            await self.refuse(ws, err, "shutdown", stream)
-            return
-        room_err = self._publishers.refusal(stream, speaker)
-        if room_err is not None:
-            await self.refuse(ws, room_err, "busy", stream)
-            return
-        if len(self._publishers) >= cfg.max_streams:
-            err = ProtocolError(
-                CloseCode.POLICY_VIOLATION, f"server is at its limit of {cfg.max_streams} streams"
-            )
-            await self.refuse(ws, err, "limit", stream)
-            return
-        full = self.full(stream)
-        if full:
-            err = ProtocolError(CloseCode.TRY_AGAIN_LATER, f"server is full: {full}")
-            await self.refuse(ws, err, "full", stream)
+            raise Refused(ProtocolError(CloseCode.GOING_AWAY, "server shutting down"), "shutdown")
+        refused = self._refusal(stream, speaker)
+        if refused is not None:
+            raise Refused(*refused)
+        self._publishers.claim(stream, speaker, session)
+        session.speaker = speaker
+        self.authenticated(session.ws)
+
+    def authenticated(self, ws: ServerConnection) -> None:
+        """`ws` proved itself (token checked, or a publisher's place claimed): it leaves the
+        budget of connections not yet authenticated (`budget.ConnectionBudget`)."""
+        done = getattr(ws, "authenticated", None)
+        if done is not None:
+            done()
+
+    async def _ingest(self, ws: ServerConnection, stream: str, speaker: str = "") -> None:
+        refused = self._refusal_at_connect(stream, speaker)
+        if refused is not None:
+            await self.refuse(ws, refused[0], refused[1], stream)
             return
         session = IngestSession(self, ws, stream, speaker)
-        self._publishers.claim(stream, speaker, session)
+        self._sessions.add(session)
         try:
             await session.run()
-        finally:  # the start message may have named the speaker
+        finally:  # its place, if its start claimed one
+            self._sessions.discard(session)
             self._publishers.release(stream, session.speaker, session)
 
     # ---- capacity (admission control: `core.capacity`, measured by the worker)
@@ -547,29 +613,55 @@ async def _wait_events(events: list[asyncio.Event], timeout: float) -> None:
 
 
 def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
-    """A `ServerConnection` counted from the TCP accept on: past `connection_limit` open
-    connections a new one is dropped before its handshake (a pile of idle sockets can hold
-    neither stream slots nor file descriptors)."""
+    """A `ServerConnection` counted from the TCP accept on (`budget.ConnectionBudget`): over
+    the budget — all connections, or those not yet authenticated from one address — a new one
+    is dropped before its handshake; one that has not sent its whole request within
+    `handshake_timeout_s` is dropped too. So idle sockets hold neither stream slots nor file
+    descriptors, and strangers cannot lock token holders out."""
+    budget = server.connections
 
     class CountedConnection(ServerConnection):
         _counted = False
+        _pending = False
+        _address = ""
+        _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
-            if server.open_connections >= server.config.connection_limit:
-                server.refused("connections", f"{server.open_connections} open")
+            peer = transport.get_extra_info("peername")
+            address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            why = budget.refusal(address)
+            if why is not None:
+                server.refused("connections", why)
                 if isinstance(transport, asyncio.Transport):
                     transport.abort()
                 else:
                     transport.close()
                 return
-            server.open_connections += 1
-            self._counted = True
+            budget.accept(address)
+            self._counted = self._pending = True
+            self._address = address
+            self._deadline = self.loop.call_later(
+                server.config.handshake_timeout_s, self._handshake_expired
+            )
+
+        def _handshake_expired(self) -> None:
+            if self.request is None:  # no complete request in time: a slow or idle socket
+                server.refused("handshake_timeout", self._address)
+                self.transport.abort()
+
+        def authenticated(self) -> None:
+            if self._pending:
+                self._pending = False
+                budget.authenticate(self._address)
 
         def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
             if self._counted:
                 self._counted = False
-                server.open_connections -= 1
+                budget.close(self._address, self._pending)
+                self._pending = False
             super().connection_lost(exc)
 
     return CountedConnection

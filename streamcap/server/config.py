@@ -49,8 +49,14 @@ class ServerConfig:
     #: up (`core.capacity`); False: only `max_streams` limits.
     admission: bool = True
     max_viewers: int = 256
-    #: Open TCP connections at once, counted before any handshake (None: streams + viewers + 64).
+    #: Open TCP connections at once, counted from the accept (None: streams + viewers + 64).
+    #: Connections not yet authenticated get at most half of it (`budget.ConnectionBudget`).
     max_connections: int | None = None
+    #: Connections from one client address that have not proved themselves yet (a viewer
+    #: before its token is checked, a publisher before its start message claims its place).
+    max_pending_per_address: int = 16
+    #: A connection must have sent its whole HTTP request (or WebSocket upgrade) this soon.
+    handshake_timeout_s: float = 5.0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     #: A publisher that sends nothing for this long is closed (1008).
     idle_timeout_s: float = 30.0
@@ -99,6 +105,10 @@ class ServerConfig:
             raise ValueError("max_frame_rate must be positive")
         if self.start_timeout_s <= 0:
             raise ValueError("start_timeout_s must be positive")
+        if self.handshake_timeout_s <= 0:
+            raise ValueError("handshake_timeout_s must be positive")
+        if self.max_pending_per_address < 1:
+            raise ValueError("max_pending_per_address must be at least 1")
 
     @property
     def tls(self) -> bool:

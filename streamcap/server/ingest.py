@@ -1,8 +1,9 @@
 """One publisher connection: from the handshake to the last final of its audio.
 
-A connection *claims* its stream id at once (so a second publisher and `--max-streams` are
-decided before any audio), but the stream exists for viewers, subtitles and recording only
-from a valid `start` message on, which must come within `start_timeout_s`. The receive loop
+A connection *claims* its place in the room at its valid `start` message, which must come
+within `start_timeout_s` (a refusal that is certain earlier — a taken URL name, a full room —
+comes at once): a socket that never starts holds no stream slot. The stream exists for
+viewers, subtitles and recording from that start on. The receive loop
 runs as a task of its own so that it can be stopped from outside — at shutdown, or when the
 same publisher reconnects and takes the stream over — and whatever way it ends (stop message,
 drop, error, stop from outside), `run` finalises the open utterance and waits until its final is
@@ -30,6 +31,7 @@ from .protocol import (
     IngestPhase,
     IngestState,
     ProtocolError,
+    Refused,
     StartMessage,
     error_message,
     ready_message,
@@ -42,6 +44,8 @@ log = logging.getLogger("streamcap.server")
 
 
 def _label(err: ProtocolError, default: str) -> str:
+    if isinstance(err, Refused):
+        return err.label
     if err.code == CloseCode.MESSAGE_TOO_BIG:
         return "too_big"
     if err.code == CloseCode.UNSUPPORTED_DATA:
@@ -147,8 +151,14 @@ class IngestSession:
                 if isinstance(msg, str):
                     m = state.receive_text(msg, now)
                     if isinstance(m, StartMessage):
-                        if m.speaker and m.speaker != self.speaker:
-                            self.server.claim_speaker(self, m.speaker)  # ProtocolError if not
+                        if self.speaker and m.speaker and m.speaker != self.speaker:
+                            why = (
+                                f"start message names speaker {m.speaker!r}, "
+                                f"the URL {self.speaker!r}"
+                            )
+                            raise ProtocolError(CloseCode.UNSUPPORTED_DATA, why)
+                        # its place in the room, by the one claim rule (Refused if not)
+                        await self.server.claim(self, m.speaker or self.speaker)
                         self._begin(m)
                         try:
                             await ws.send(ready_message(self.stream, m.sample_rate))

@@ -92,6 +92,15 @@ class ProtocolError(Exception):
         return raw[: _MAX_CLOSE_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
 
 
+class Refused(ProtocolError):
+    """The server turns a well-behaved client away (taken name, full room, limits, load):
+    `label` says which, for the refusal counter."""
+
+    def __init__(self, err: ProtocolError, label: str) -> None:
+        super().__init__(err.code, err.reason)
+        self.label = label
+
+
 def _bad(reason: str) -> ProtocolError:
     return ProtocolError(CloseCode.UNSUPPORTED_DATA, reason)
 
@@ -184,7 +193,7 @@ def parse_speaker(value: object) -> str:
     if not name or len(name) > MAX_SPEAKER_CHARS or _SPEAKER_BAD.search(name):
         raise _bad(
             f"invalid speaker name {value[:40]!r}: 1-{MAX_SPEAKER_CHARS} characters, "
-            "no < > & \" or control characters"
+            'no < > & " or control characters'
         )
     return name
 

@@ -1,9 +1,10 @@
 """Who publishes where: the claims of a room's publishers, and the rules they follow.
 
 A stream is a room of publishers with distinct names (one without a name at most), up to
-`max_per_room` at once. A connection claims its (room, name) before any audio, so a taken name
-or a full room is refused at once; a start message that names the speaker moves an unnamed
-claim to that name. No sockets here: the server (`app.py`) asks and acts on the answer.
+`max_per_room` at once. A publisher claims its (room, name) once, at its valid start message,
+whether the name came in the URL or in the start: one rule for both, and a connection that has
+not started holds nothing, so two people joining at once never meet over a claim neither has
+made. No sockets here: the server (`app.py`) asks and acts on the answer.
 """
 
 from __future__ import annotations
@@ -54,20 +55,6 @@ class RoomClaims(Generic[S]):
 
     def claim(self, room: str, speaker: str, session: S) -> None:
         self._claims[(room, speaker)] = session
-
-    def rename(self, room: str, old: str, new: str, session: S) -> None:
-        """The start message names the speaker `new`: the claim moves there (ProtocolError
-        when the URL named another one, or the name is taken; the room's count is the same)."""
-        if old:
-            raise ProtocolError(
-                CloseCode.UNSUPPORTED_DATA, f"start message names speaker {new!r}, the URL {old!r}"
-            )
-        if (room, new) in self._claims:
-            err = self.refusal(room, new)
-            assert err is not None
-            raise err
-        self.release(room, old, session)
-        self._claims[(room, new)] = session
 
     def release(self, room: str, speaker: str, session: S) -> None:
         """Drop the claim if `session` still holds it (a takeover may have replaced it)."""
