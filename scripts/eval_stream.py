@@ -213,6 +213,32 @@ def warm_up(engine: Engine, audio: np.ndarray, language: str | None) -> None:
 # --------------------------------------------------------------------------- metrics
 
 
+def short_replies(
+    finals: list[dict[str, Any]], segments: list[dict[str, Any]], norm: Any, slack: float = 0.3
+) -> dict[str, Any]:
+    """Reference segments marked ``"short": true`` (a reply of 1-3 words between sentences):
+    how many have all their words in the finals' words timed within the segment (± `slack`
+    seconds), and the ones that do not, with what was heard there."""
+    total = captioned = 0
+    missed = []
+    for seg in segments:
+        if not seg.get("short"):
+            continue
+        total += 1
+        heard = " ".join(
+            w["word"]
+            for c in finals
+            for w in c.get("words") or []
+            if w["end"] > seg["start"] - slack and w["start"] < seg["end"] + slack
+        )
+        got = set(_words(norm, heard))
+        if all(w in got for w in _words(norm, seg["text"])):
+            captioned += 1
+        else:
+            missed.append({"start": seg["start"], "reference": seg["text"], "heard": heard})
+    return {"total": total, "captioned": captioned, "missed": missed}
+
+
 def _words(norm: Any, text: str) -> list[str]:
     return norm(text).split() if text.strip() else []
 
@@ -568,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     out["rtf"] = run["compute_s"] / duration
     out["foreign_script"] = foreign_script_counts(run["events"], args.script.upper())
+    finals = [cap.to_dict() for _, cap in run["events"] if cap.type == "final"]
+    out["short_replies"] = short_replies(finals, segments, norm)
     out["stream_language"] = run["language"]
     out["precision"] = engine.precision
     if not args.no_offline:
@@ -617,9 +645,10 @@ def main(argv: list[str] | None = None) -> int:
             "first_partial_latency_p95", "stream_wer", "offline_wer", "flicker", "rtf",
             "offline_rtf", "hallucinated_words_per_min", "speculative_identical",
             "missed_segments", "early_finals", "foreign_script", "stream_language",
-            "finals_dropped",
-            "offline_finals_dropped")  # fmt: skip
-    print(json.dumps({k: out.get(k) for k in keys}, default=_json_default))
+            "finals_dropped", "offline_finals_dropped")  # fmt: skip
+    brief = {k: out.get(k) for k in keys}
+    brief["short_replies"] = {k: out["short_replies"][k] for k in ("total", "captioned")}
+    print(json.dumps(brief, default=_json_default))
     print(f"wrote {args.json} and {png}", file=sys.stderr)
     return 0
 

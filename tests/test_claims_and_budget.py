@@ -23,6 +23,7 @@ from serverkit import START, FakeWorker, expect_close, fake_factory, ingest
 from websockets.sync.client import ClientConnection
 
 from streamcap.core.captions import Caption
+from streamcap.server.bucket import TokenBucket
 from streamcap.server.budget import ConnectionBudget
 from streamcap.server.config import ServerConfig
 from streamcap.server.thread import ServerThread
@@ -91,6 +92,25 @@ def test_the_budget_keeps_strangers_to_their_share() -> None:
     b.close("x0", pending=False)
     b.close("a", pending=True)
     assert b.open == 8 and b.pending_from("a") == 1 and b.refusal("z") is None
+
+
+def test_new_connections_from_one_address_are_paced() -> None:
+    b = ConnectionBudget(limit=1000, per_address=1000, accept_rate=10.0, accept_burst=20.0)
+    for _ in range(20):
+        assert b.refusal("a", now=0.0) is None
+    assert "more than 10 new connections a second from a" in str(b.refusal("a", now=0.0))
+    assert b.refusal("b", now=0.0) is None  # its own pace
+    assert b.refusal("a", now=0.1) is None  # one more after 0.1 s
+    assert b.refusal("a", now=0.1) is not None
+
+
+def test_the_token_bucket_spends_what_it_holds_and_refills_at_its_rate() -> None:
+    b = TokenBucket(rate=2.0, burst=4.0)
+    assert b.take(3.0, now=0.0) and not b.take(2.0, now=0.0)  # 1 left: 2 refused, none spent
+    assert b.wait_s(2.0, now=0.0) == pytest.approx(0.5)
+    assert b.take(2.0, now=0.5) and not b.full(now=0.5)
+    assert b.full(now=10.0) and b.tokens == 4.0  # never over the burst
+    assert b.wait_s(100.0, now=10.0) == 0.0  # more than the burst: waits for a full bucket only
 
 
 # --------------------------------------------------------------------------- item 6: claims
@@ -239,3 +259,34 @@ def test_a_large_subtitle_download_is_served_whole_to_a_slow_reader(tmp_path: Pa
         assert length > 10_000_000 and len(body) == length, (length, len(body), took)
         assert took > 10.0  # longer than the old deadline
         assert body.startswith(b"WEBVTT") and body.rstrip().endswith(b"caption")
+
+
+def _get(port: int, path: str, source: str = "127.0.0.1") -> tuple[bytes, bytes]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((source, 0))
+    s.settimeout(30)
+    s.connect(("127.0.0.1", port))
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+    parts = []
+    while chunk := s.recv(1 << 20):
+        parts.append(chunk)
+    s.close()
+    head, _, body = b"".join(parts).partition(b"\r\n\r\n")
+    return head, body
+
+
+def test_a_looping_downloader_is_held_to_its_budget(tmp_path: Path) -> None:
+    """Was: a client looping `GET /streams/big.vtt` moved another stream's finals from 2.0 s
+    to 6-7.5 s. Downloads now spend a per-address byte budget (429 with Retry-After beyond
+    it); another address has its own."""
+    _recording(tmp_path / "big.jsonl", "big", finals=3000, words=90)  # about 2.2 MB
+    config = ServerConfig(port=0, record_dir=tmp_path, download_burst=3e6, download_rate=1e5)
+    with ServerThread(config, FakeWorker(), stream_factory=fake_factory) as srv:
+        head, body = _get(srv.port, "/streams/big.vtt")
+        assert head.startswith(b"HTTP/1.1 200") and len(body) > 2_000_000
+        head, body = _get(srv.port, "/streams/big.vtt")
+        assert head.startswith(b"HTTP/1.1 429") and b"Retry-After: " in head
+        assert b"too many subtitle downloads" in body
+        head, _ = _get(srv.port, "/streams/big.vtt", source=STRANGER)
+        assert head.startswith(b"HTTP/1.1 200")
+        assert _get(srv.port, "/healthz")[0].startswith(b"HTTP/1.1 200")

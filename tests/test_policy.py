@@ -585,6 +585,32 @@ def test_a_continuation_is_prompted_with_its_utterance_only() -> None:
     assert set(prompts[2]) == {""}
 
 
+def test_a_short_replys_final_is_prompted_with_the_sentence_before() -> None:
+    # issue 20: one or two words heard without context come out wrong ("yesterday" as
+    # "Yes, today."); with `short_prompt_s` the final of a short window is decoded after the
+    # stream's previous finals; its partials, and long windows, are not prompted
+    words = script("we moved the meeting to next week", 0.0) + script("yesterday", 5.0)
+    words += script("and the budget review is still on for friday", 7.0)
+    cfg = PolicyConfig(partial_interval_s=1.0, short_prompt_s=1.5, short_prompt_chars=20)
+    d = Driver(cfg, FakeDecoder(words, timed=True))
+    utterance(d, 0.0, 2.8)
+    utterance(d, 5.0, 5.4)
+    utterance(d, 7.0, 10.6)
+    d.drain()
+    assert [c.text for c in d.finals()][1] == "yesterday"
+    prompted = {
+        (r.window, r.kind): d.prompts[r.id] for r in d.requests if d.prompts[r.id]
+    }  # fmt: skip
+    assert list(prompted.values()) == ["meeting to next week"]  # the last 20 chars, whole words
+    ((window, kind),) = prompted
+    assert kind == "final" and window == d.requests[-1].window - 1
+    off = Driver(PolicyConfig(partial_interval_s=1.0), FakeDecoder(words, timed=True))
+    utterance(off, 0.0, 2.8)
+    utterance(off, 5.0, 5.4)
+    off.drain()
+    assert not any(off.prompts.values())  # off by default
+
+
 def test_keep_form_and_cut_after_rules() -> None:
     from streamcap.core.cuts import cut_after, timings_for
     from streamcap.core.display import keep_form

@@ -210,7 +210,17 @@ class CaptionPolicy:
         w = self._window if self._window and self._window.id == request.window else None
         w = w or self._closed.get(request.window)
         hyp = w.hypothesis if w is not None else None
-        return DecodeInputs(self.prompt_text(w.utterance if w is not None else None), hyp)
+        prompt = self.prompt_text(w.utterance if w is not None else None)
+        short = self.config.short_prompt_s
+        if (
+            not prompt
+            and short is not None
+            and request.kind == "final"
+            and w is not None
+            and w.voice_end - w.start < short
+        ):  # a short reply: the sentence before is its context (`PolicyConfig.short_prompt_s`)
+            prompt = _tail(self.committed_text, self.config.short_prompt_chars)
+        return DecodeInputs(prompt, hyp)
 
     def take_drops(self) -> list[DroppedFinal]:
         """The finals dropped since the last call (for the runtime's log), oldest first."""
@@ -232,11 +242,7 @@ class CaptionPolicy:
         if self.config.prompt_scope == "utterance":
             said = self._utterance_text.get(utterance, []) if utterance is not None else []
             text = " ".join(said)
-        if len(text) <= n:
-            return text
-        cut = text[-n:]
-        space = cut.find(" ")
-        return cut[space + 1 :] if 0 <= space < len(cut) - 1 else cut
+        return _tail(text, n)
 
     # ------------------------------------------------------------------ internals
 
@@ -497,3 +503,16 @@ class CaptionPolicy:
 
 def _latency_ms(now: float, end: float) -> float:
     return max(0.0, (now - end) * 1000.0)
+
+
+def _tail(text: str, n: int) -> str:
+    """The last `n` characters of `text`, from a word's start (0: nothing)."""
+    if n <= 0:
+        return ""
+    if len(text) <= n:
+        return text
+    cut = text[-n:]
+    if text[-n - 1] == " ":  # the cut falls between words
+        return cut
+    space = cut.find(" ")
+    return cut[space + 1 :] if 0 <= space < len(cut) - 1 else cut

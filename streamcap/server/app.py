@@ -40,6 +40,7 @@ from streamcap.core.captions import CaptionEvent
 from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
+from .bucket import TokenBucket
 from .budget import ConnectionBudget
 from .config import ServerConfig, StreamFactory, live_stream_factory
 from .hub import Hub, Publication, StreamEntry
@@ -69,6 +70,8 @@ REFUSE_CLOSE_TIMEOUT_S = 0.5
 #: A subtitle response may take this long plus its size at SUBTITLE_SEND_MIN_RATE bytes/s.
 SUBTITLE_SEND_BASE_S = 10.0
 SUBTITLE_SEND_MIN_RATE = 256 * 1024
+#: Client addresses whose download budget is remembered (the least recent forgotten first).
+DOWNLOAD_ADDRESSES = 4096
 #: Rendered subtitle files kept (per stream and kind, for the state they were made from).
 SUBTITLE_CACHE_SIZE = 16
 #: How often "out of file descriptors" is logged at most (asyncio retries accept every second).
@@ -119,6 +122,9 @@ class CaptionServer:
         #: rendered subtitles by (stream, kind): ((epoch, last seq), the body being made)
         self._subtitles_made: dict[tuple[str, str], tuple[tuple[str, int], asyncio.Task[bytes]]]
         self._subtitles_made = {}
+        #: subtitle bytes per client address, and in all (`bucket.TokenBucket`)
+        self._downloads: dict[str, TokenBucket] = {}
+        self._downloads_all = TokenBucket(4 * config.download_rate, 4 * config.download_burst)
         self.started_at = time.time()
 
     # ------------------------------------------------------------------ lifecycle
@@ -345,6 +351,15 @@ class CaptionServer:
         self, kind: str, entry: StreamEntry, connection: ServerConnection
     ) -> Response:
         body = await self._rendered(kind, entry)
+        wait = self._download_wait(connection, len(body))
+        if wait > 0:
+            self.refused("downloads", f"{len(body)} bytes; retry in {wait:.0f} s")
+            retry = str(max(1, round(wait)))
+            return routes.response(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                f"too many subtitle downloads from here: try again in {retry} s\n",
+                extra=(("Retry-After", retry),),
+            )
         # The response goes out under the connection's close timeout (the socket is closed
         # when it runs out): long enough for the whole body at a modest pace, so a large file
         # is never cut off, and a reader that stalls still lets go of its socket in the end.
@@ -353,6 +368,25 @@ class CaptionServer:
             SUBTITLE_SEND_BASE_S + len(body) / SUBTITLE_SEND_MIN_RATE,
         )
         return routes.subtitles(kind, lambda: body, entry.stream)
+
+    def _download_wait(self, connection: ServerConnection, size: int) -> float:
+        """0 if `size` bytes fit the client address's download budget and the server's (then
+        spent), else the seconds until they would."""
+        peer = connection.remote_address
+        address = str(peer[0]) if peer else "?"
+        now = time.monotonic()
+        mine = self._downloads.pop(address, None)
+        if mine is None:
+            mine = TokenBucket(self.config.download_rate, self.config.download_burst)
+        self._downloads[address] = mine  # most recent last: the oldest go first
+        while len(self._downloads) > DOWNLOAD_ADDRESSES:
+            del self._downloads[next(iter(self._downloads))]
+        wait = max(mine.wait_s(size, now), self._downloads_all.wait_s(size, now))
+        if wait > 0:
+            return wait
+        mine.take(min(size, mine.burst), now)
+        self._downloads_all.take(min(size, self._downloads_all.burst), now)
+        return 0.0
 
     def _rendered(self, kind: str, entry: StreamEntry) -> asyncio.Task[bytes]:
         """The stream's subtitles, rendered off the event loop (10 000 finals take a while)
@@ -622,22 +656,24 @@ def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
 
     class CountedConnection(ServerConnection):
         _counted = False
+        _dropped = False
         _pending = False
         _address = ""
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)
             peer = transport.get_extra_info("peername")
             address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
-            why = budget.refusal(address)
-            if why is not None:
+            why = budget.refusal(address, time.monotonic())
+            if why is not None:  # dropped before websockets sets anything up: cheap
+                self._dropped = True
                 server.refused("connections", why)
                 if isinstance(transport, asyncio.Transport):
                     transport.abort()
                 else:
                     transport.close()
                 return
+            super().connection_made(transport)
             budget.accept(address)
             self._counted = self._pending = True
             self._address = address
@@ -656,6 +692,8 @@ def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
                 budget.authenticate(self._address)
 
         def connection_lost(self, exc: Exception | None) -> None:
+            if self._dropped:  # never set up: nothing of websockets' to tear down
+                return
             if self._deadline is not None:
                 self._deadline.cancel()
             if self._counted:

@@ -6,24 +6,41 @@ claimed its place — it is *pending*, and pending connections have budgets of t
 most `per_address` from one client address and at most half of `limit` in all. So a pile of
 idle sockets (or start-less publishers, or a slow-reading downloader's friends) from one
 address cannot lock token holders out, and strangers from many addresses together cannot fill
-the server. Pure bookkeeping: `app.py`'s connection class asks and acts on the answer.
+the server. New connections from one address are also paced (`accept_rate` per second after
+a burst of `accept_burst`): a client looping requests that are refused anyway (a download over
+its budget, a wrong token) is dropped at the accept, before any parsing. Pure bookkeeping:
+`app.py`'s connection class asks and acts on the answer.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from .bucket import TokenBucket
+
+#: Client addresses whose accept pace is remembered (the least recent forgotten first).
+PACED_ADDRESSES = 4096
+
 
 class ConnectionBudget:
     """Counts of open connections: all of them, and the pending ones per client address."""
 
-    def __init__(self, limit: int, per_address: int) -> None:
+    def __init__(
+        self,
+        limit: int,
+        per_address: int,
+        accept_rate: float | None = None,
+        accept_burst: float = 200.0,
+    ) -> None:
         if limit < 2 or per_address < 1:
             raise ValueError("a connection budget needs limit >= 2 and per_address >= 1")
         self.limit = limit
         self.per_address = per_address
+        self.accept_rate = accept_rate
+        self.accept_burst = accept_burst
         self.open = 0
         self._pending: Counter[str] = Counter()
+        self._paces: dict[str, TokenBucket] = {}
 
     @property
     def pending(self) -> int:
@@ -38,8 +55,11 @@ class ConnectionBudget:
     def pending_from(self, address: str) -> int:
         return self._pending[address]
 
-    def refusal(self, address: str) -> str | None:
-        """Why a new connection from `address` is dropped at accept, or None."""
+    def refusal(self, address: str, now: float = 0.0) -> str | None:
+        """Why a new connection from `address` is dropped at accept, or None (a connection
+        that is not refused is counted against the address's pace)."""
+        if self.accept_rate is not None and not self._pace(address).take(1.0, now):
+            return f"more than {self.accept_rate:g} new connections a second from {address}"
         if self.open >= self.limit:
             return f"{self.open} open (the limit is {self.limit})"
         if self._pending[address] >= self.per_address:
@@ -51,6 +71,16 @@ class ConnectionBudget:
             n, limit = self.pending, self.pending_limit
             return f"{n} connections not yet authenticated (the limit is {limit})"
         return None
+
+    def _pace(self, address: str) -> TokenBucket:
+        assert self.accept_rate is not None
+        pace = self._paces.pop(address, None)
+        if pace is None:
+            pace = TokenBucket(self.accept_rate, self.accept_burst)
+        self._paces[address] = pace  # most recent last
+        while len(self._paces) > PACED_ADDRESSES:
+            del self._paces[next(iter(self._paces))]
+        return pace
 
     def accept(self, address: str) -> None:
         """A new connection from `address`, pending (call only when `refusal` said None)."""

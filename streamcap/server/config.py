@@ -55,8 +55,16 @@ class ServerConfig:
     #: Connections from one client address that have not proved themselves yet (a viewer
     #: before its token is checked, a publisher before its start message claims its place).
     max_pending_per_address: int = 16
+    #: New connections a second from one client address, after a burst of 200 (None: no
+    #: limit); more are dropped at the accept (`budget.ConnectionBudget`).
+    max_accept_rate_per_address: float | None = 50.0
     #: A connection must have sent its whole HTTP request (or WebSocket upgrade) this soon.
     handshake_timeout_s: float = 5.0
+    #: Subtitle downloads (bytes) per client address: a burst of this many, refilled at
+    #: `download_rate` bytes/s; beyond it 429 with Retry-After. All addresses together get 4x.
+    #: (A looping download of a 10 000-final VTT took the CPU from the captions: issue 21.)
+    download_burst: float = 64e6
+    download_rate: float = 2e6
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     #: A publisher that sends nothing for this long is closed (1008).
     idle_timeout_s: float = 30.0
@@ -107,6 +115,10 @@ class ServerConfig:
             raise ValueError("start_timeout_s must be positive")
         if self.handshake_timeout_s <= 0:
             raise ValueError("handshake_timeout_s must be positive")
+        if self.max_accept_rate_per_address is not None and self.max_accept_rate_per_address <= 0:
+            raise ValueError("max_accept_rate_per_address must be positive (or None)")
+        if self.download_burst <= 0 or self.download_rate <= 0:
+            raise ValueError("download_burst and download_rate must be positive")
         if self.max_pending_per_address < 1:
             raise ValueError("max_pending_per_address must be at least 1")
 

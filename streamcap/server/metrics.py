@@ -34,7 +34,7 @@ LATENCY_BUCKETS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 CLOSE_REASONS = (
     "auth", "origin", "bad_path", "bad_data", "too_big", "flood", "idle", "limit", "busy",
     "slow_viewer", "unknown_stream", "internal", "host", "start_timeout", "connections",
-    "shutdown", "full", "handshake_timeout",
+    "shutdown", "full", "handshake_timeout", "downloads",
 )  # fmt: skip
 
 Snapshot = Callable[[], Mapping[str, float]]

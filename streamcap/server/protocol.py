@@ -22,6 +22,8 @@ import numpy as np
 from streamcap.audio.pcm import SAMPLE_BYTES, PcmFormat, pcm_to_float
 from streamcap.core.prompting import parse_vocabulary, stream_prompt
 
+from .bucket import TokenBucket
+
 Task = Literal["transcribe", "translate"]
 Route = Literal["ingest", "captions"]
 
@@ -371,27 +373,20 @@ class IngestState:
         self.samples_received = 0
         self.messages = 0
         self._t0: float | None = None
-        # Token bucket of messages: `frame_burst` deep, refilled at `max_frame_rate` per second.
-        self._tokens = float(frame_burst)
-        self._t_tokens: float | None = None
+        # messages: `frame_burst` deep, refilled at `max_frame_rate` per second
+        self._bucket = (
+            TokenBucket(max_frame_rate, float(frame_burst)) if max_frame_rate is not None else None
+        )
 
     def _count_message(self, now: float) -> None:
         """Every message (text, audio, empty) takes a token; none left is a flood (1008)."""
         self.messages += 1
-        rate = self.max_frame_rate
-        if rate is None:
-            return
-        if self._t_tokens is not None:
-            self._tokens = min(
-                float(self.frame_burst), self._tokens + max(0.0, now - self._t_tokens) * rate
-            )
-        self._t_tokens = now
-        if self._tokens < 1.0:
+        if self._bucket is not None and not self._bucket.take(1.0, now):
             raise ProtocolError(
                 CloseCode.POLICY_VIOLATION,
-                f"too many messages: limit {rate:g} per second (send 20-250 ms of audio a frame)",
+                f"too many messages: limit {self._bucket.rate:g} per second "
+                "(send 20-250 ms of audio a frame)",
             )
-        self._tokens -= 1.0
 
     @property
     def audio_seconds(self) -> float:

@@ -1,0 +1,41 @@
+"""A token bucket: `burst` deep, refilled at `rate` per second. Pure (the caller gives `now`).
+
+One rule for every budget of the server that is spent in amounts over time: a publisher's
+messages (`protocol.IngestState`), and the bytes of subtitle downloads per client address and
+in all (`app.py`), so a looping downloader cannot take the CPU from the captions.
+"""
+
+from __future__ import annotations
+
+
+class TokenBucket:
+    def __init__(self, rate: float, burst: float) -> None:
+        if rate <= 0 or burst <= 0:
+            raise ValueError("a token bucket needs a positive rate and burst")
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self._t: float | None = None
+
+    def _refill(self, now: float) -> None:
+        if self._t is not None:
+            self.tokens = min(self.burst, self.tokens + max(0.0, now - self._t) * self.rate)
+        self._t = now
+
+    def take(self, amount: float, now: float) -> bool:
+        """Spend `amount` if the bucket holds it (True), else spend nothing (False)."""
+        self._refill(now)
+        if self.tokens < amount:
+            return False
+        self.tokens -= amount
+        return True
+
+    def wait_s(self, amount: float, now: float) -> float:
+        """Seconds until `amount` could be taken (0 if now; an amount over `burst` waits for a
+        full bucket)."""
+        self._refill(now)
+        return max(0.0, (min(amount, self.burst) - self.tokens) / self.rate)
+
+    def full(self, now: float) -> bool:
+        self._refill(now)
+        return self.tokens >= self.burst
