@@ -4,13 +4,18 @@
     python scripts/eval_meeting.py --audio A.wav --reference R.json --json OUT.json \
         [--model base] [--clock simulated|real] [--png OUT.png] [--speaker-set NAME=VALUE]
     python scripts/eval_meeting.py --audio A.wav --reference R.json --json OUT.json \
+        --offline              # `streamcap transcribe --speakers auto`'s path instead
+    python scripts/eval_meeting.py --audio A.wav --reference R.json --json OUT.json \
         --replay RUN.json      # relabel the finals of an earlier run (no Whisper: tuning)
 
 R.json holds ``segments: [{start, end, text, speaker}]``. The file goes through the live
 pipeline (`LiveStream` on an `InferenceWorker`, as scripts/eval_stream.py runs it) with the
 `SpeakerLabeller` stage; ``--replay`` instead feeds the labeller the audio and the captions of an
 earlier eval_stream / eval_meeting JSON (each caption when it was emitted, ``emit_s``), which
-measures the labelling alone on the same finals in seconds.
+measures the labelling alone on the same finals in seconds. ``--offline`` runs the file as
+``streamcap transcribe --speakers auto`` does (`Transcription`'s finals, one per VAD utterance,
+labelled by `FileLabeller`, i.e. the same `SpeakerLabeller`); its stream_wer is then the offline
+WER, and its JSON keeps the unlabelled finals (``source_captions``) that ``--replay`` relabels.
 
 - der: pyannote.metrics DiarizationErrorRate with a NIST collar of 0.25 s each side of every
   reference boundary (pyannote ``collar=0.5``, the collar's whole width), overlap scored.
@@ -50,7 +55,7 @@ from streamcap.core.captions import Caption, CaptionEvent, CaptionLog  # noqa: E
 from streamcap.core.constants import SAMPLE_RATE  # noqa: E402
 from streamcap.core.speakers import SpeakerConfig  # noqa: E402
 from streamcap.decoding.options import WordTiming  # noqa: E402
-from streamcap.runtime.labeller import SpeakerLabeller  # noqa: E402
+from streamcap.runtime.labeller import PAD_S, FileLabeller, SpeakerLabeller  # noqa: E402
 from streamcap.runtime.stream import LiveConfig  # noqa: E402
 
 SR = SAMPLE_RATE
@@ -92,6 +97,33 @@ def run_meeting(
     )  # fmt: skip
     run["labeller"] = run["stage"]
     return run
+
+
+def run_offline(
+    engine: Any, path: str, config: LiveConfig, speakers: SpeakerConfig, encoder: Any
+) -> dict[str, Any]:
+    """`streamcap transcribe --speakers auto`: the file's offline finals (`Transcription`, the
+    stream's decoding options, segmenter and guard, words timed), each labelled by
+    `FileLabeller` as it comes. A caption's ``emit_s`` is the audio read when it was labelled
+    (its end + `PAD_S`), so a replay feeds the labeller what it had."""
+    from streamcap.runtime.transcribe import TranscribeOptions, Transcription
+
+    opts = TranscribeOptions(
+        decoding=es.options_for(engine, config.language, config.task),
+        segmenter=config.segmenter,
+        guard=config.policy.guard,
+    )
+    labeller = SpeakerLabeller(encoder, speakers)
+    files = FileLabeller(path, labeller, stream="offline")
+    events: list[tuple[float, Caption]] = []
+    source: list[tuple[float, Caption]] = []
+    t0 = time.perf_counter()
+    for final in Transcription(engine, path, opts, stream="offline"):
+        source.append((final.end + PAD_S, final))
+        events += [(final.end + PAD_S, cap) for cap in files.label(final)]
+    wall = time.perf_counter() - t0
+    return {"events": events, "source": source, "labeller": labeller, "wall_s": wall,
+            "compute_s": wall}  # fmt: skip
 
 
 def replay_captions(
@@ -291,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", required=True, help="output JSON")
     ap.add_argument("--png", help="speaker timeline PNG (default: the JSON path with .png)")
     ap.add_argument("--replay", help="relabel the captions of an earlier run's JSON (no ASR)")
+    ap.add_argument("--offline", action="store_true",
+                    help="the offline path: transcribe --speakers auto")  # fmt: skip
     ap.add_argument("--clock", choices=("simulated", "real"), default="simulated")
     ap.add_argument("--model", default="base")
     ap.add_argument("--language", default="en")
@@ -314,21 +348,31 @@ def main(argv: list[str] | None = None) -> int:
     encoder = VoiceEncoder()
     encoder.embed(audio[: 2 * SR])  # first calls allocate: keep them out of the measure
     out: dict[str, Any] = {}
+    if args.replay and args.offline:
+        raise SystemExit("--replay relabels an earlier run's finals: not with --offline")
     if args.replay:
         earlier = json.loads(Path(args.replay).read_text())
-        run = replay_captions(audio, earlier["captions"], speakers, encoder)
+        source = earlier.get("source_captions") or earlier["captions"]
+        run = replay_captions(audio, source, speakers, encoder)
         out["replayed"] = args.replay
+        out["path"] = earlier.get("path", "live")
     else:
         from streamcap.runtime.engine import Engine
 
         config = es.build_config(args.language, args.set)
         engine = Engine(args.model, threads=args.threads, precision=args.precision)
         es.warm_up(engine, audio, config.language)
-        run = run_meeting(engine, audio, config, speakers, encoder, args.clock, args.chunk,
-                          args.timer)  # fmt: skip
-        stream = es.evaluate(run, segments, duration, norm)
-        out.update({k: stream[k] for k in ("final_latency_p50", "final_latency_p95",
-                                           "flicker")})  # fmt: skip
+        if args.offline:
+            run = run_offline(engine, args.audio, config, speakers, encoder)
+            out["source_captions"] = [{**c.to_dict(), "emit_s": round(t, 3)}
+                                      for t, c in run["source"]]  # fmt: skip
+        else:
+            run = run_meeting(engine, audio, config, speakers, encoder, args.clock, args.chunk,
+                              args.timer)  # fmt: skip
+            stream = es.evaluate(run, segments, duration, norm)
+            out.update({k: stream[k] for k in ("final_latency_p50", "final_latency_p95",
+                                               "flicker")})  # fmt: skip
+        out["path"] = "offline" if args.offline else "live"
         out["rtf"] = run["compute_s"] / duration
         out["config"] = es._config_dict(config)
     labeller: SpeakerLabeller = run["labeller"]
@@ -344,13 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.json).write_text(json.dumps(out, indent=1, default=es._json_default))
     png = Path(args.png) if args.png else Path(args.json).with_suffix(".png")
     title = (
-        f"{Path(args.audio).name}  DER {out['der']:.3f} (collar {COLLAR_S} s)  "
+        f"{Path(args.audio).name} ({out['path']})  DER {out['der']:.3f} (collar {COLLAR_S} s)  "
         f"cpWER {out['cpwer']:.3f}  stream WER {out['stream_wer']:.3f}  "
         f"labels {out['labels']} (reference {out['reference_speakers']})"
     )
     plot_speakers(png, segments, finals_of(run["events"]), out["label_map"], duration, title)
-    keys = ("der", "der_no_collar", "cpwer", "stream_wer", "cpwer_minus_stream_wer", "labels",
-            "reference_speakers", "finals", "split_finals", "unlabelled_finals",
+    keys = ("path", "der", "der_no_collar", "cpwer", "stream_wer", "cpwer_minus_stream_wer",
+            "labels", "reference_speakers", "finals", "split_finals", "unlabelled_finals",
             "embed_ms_mean", "embed_ms_p95", "embed_ms_per_audio_s", "missed_s",
             "false_alarm_s", "confusion_s", "final_latency_p50", "final_latency_p95",
             "rtf")  # fmt: skip

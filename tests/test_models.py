@@ -1,5 +1,8 @@
 """The bundled CTranslate2 weights convert into a Hugging Face checkpoint that decodes like
-CTranslate2 itself, fed the same log-mel features; a second start reuses the cache."""
+CTranslate2 itself, fed the same log-mel features; a second start reuses the cache.
+
+CTranslate2 runs fp32 here, so the comparison forces ``--precision fp32`` (an fp32 encoder:
+its log-mel features are fp32 too, as CTranslate2 takes them)."""
 
 from __future__ import annotations
 
@@ -40,7 +43,10 @@ def _ct2_dir(name: str, tmp: Path) -> Path:
 
 @pytest.mark.parametrize("name", ["base", "tiny.en"])
 def test_converted_model_decodes_like_ctranslate2(name, speech, tmp_path, engine):
-    ours = engine if name == "base" else Engine(name, device="cpu")
+    # forced fp32 (the session's engine where it is fp32 already: one load less)
+    fp32 = name == "base" and engine.precision == "fp32"
+    ours = engine if fp32 else Engine(name, device="cpu", precision="fp32")
+    assert ours.precision == "fp32"
     ct2 = ctranslate2.models.Whisper(str(_ct2_dir(name, tmp_path)), device="cpu")
     spec = ours.spec
     prefix = spec.prefix(spec.language_id("en") if spec.multilingual else None, DecodingOptions())

@@ -4,7 +4,10 @@ model at the same precision, token for token).
 
 No GPU and no native bf16 on CI: CUDA and the native-bf16 probe are mocked for the selection
 tests only. The bf16 runs are real (emulated bf16 on this CPU: slow, numerically valid), on
-short clips with a shortened audio context (a full 30 s window takes ~12 s emulated).
+short clips with a shortened audio context (a full 30 s window takes ~12 s emulated). They
+force ``--precision bf16`` (a bf16 encoder, an fp32 decoder) and each vocabulary projection:
+the full fp32 one (``screen=False``) and the screen (``screen=True``: int8 for a few rows, bf16
+for more), whatever this CPU's rules would pick.
 """
 
 from __future__ import annotations
@@ -15,14 +18,18 @@ import pytest
 import torch
 
 import streamcap.decoding.screen as screen
+import streamcap.models.loader as loader
 from streamcap.errors import UserError, user_message
 from streamcap.models.loader import PlacementError, choose_placement
 
 
 @pytest.fixture
 def native_bf16(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a setter
+    """A CPU with (or without) native bf16: the screen's rule and the loader's probe."""
+
     def set_native(value: bool) -> None:
         monkeypatch.setattr(screen, "cpu_bf16_is_fast", lambda: value)
+        monkeypatch.setattr(loader, "bf16_native", lambda: value)
 
     return set_native
 
@@ -41,22 +48,32 @@ def cuda(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - a setter
 # --------------------------------------------------------------------------- selection
 
 
-def test_cpu_without_native_bf16_auto_is_fp32(cuda, native_bf16) -> None:
-    cuda(False)
-    native_bf16(False)
-    p = choose_placement("auto", "auto")
-    assert (p.device, p.dtype, p.encoder_dtype) == ("cpu", torch.float32, torch.float32)
-    assert p.precision == "fp32" and not p.mixed
+def test_cpu_auto_is_measured_when_the_model_loads(cuda, native_bf16, monkeypatch) -> None:
+    """On a CPU `auto` is decided by timing at load (`models.precision_probe`, driven in
+    tests/test_precision_auto.py); here what each measured choice becomes."""
+    from streamcap.models import precision_probe
+    from streamcap.models.precision_probe import EncoderChoice
 
-
-def test_cpu_with_native_bf16_auto_is_bf16_encoder_fp32_decoder(cuda, native_bf16) -> None:
     cuda(False)
     native_bf16(True)
     p = choose_placement("auto", "auto")
-    assert p.device == "cpu"
+    assert p.device == "cpu" and p.measured and p.precision == "auto"
     assert p.dtype == torch.float32 and p.dtype_name == "float32"  # the decoder's
-    assert p.encoder_dtype == torch.bfloat16 and p.mixed
-    assert p.precision == "bf16-encoder+fp32-decoder"
+    expected = {
+        "fp32": ("fp32", torch.float32, ""),
+        "bf16": ("bf16-encoder+fp32-decoder", torch.bfloat16, ""),
+        "int8": ("int8-encoder+fp32-decoder", torch.float32, "int8"),
+    }
+    for name, (precision, enc_dtype, quant) in expected.items():
+        choice = EncoderChoice(name, {"fp32": 1.0}, f"measured here: {name}")
+        monkeypatch.setattr(precision_probe, "encoder_choice", lambda *a, c=choice, **k: c)
+        got = loader.measured_placement("base", None, p)
+        assert (got.precision, got.encoder_dtype, got.encoder_quant) == (
+            precision,
+            enc_dtype,
+            quant,
+        )
+        assert got.dtype == torch.float32 and not got.measured and got.reason == choice.reason
     assert choose_placement("cpu", "fp32").precision == "fp32"
 
 
@@ -82,8 +99,8 @@ def test_cuda_auto_is_fp16_and_bf16_needs_support(cuda, native_bf16) -> None:
         )
     assert choose_placement("cuda:1", "fp32").precision == "fp32"
     assert choose_placement("cuda", "bf16").precision == "bf16"
-    # the CPU's rules still hold for --device cpu on a machine with a GPU
-    assert choose_placement("cpu", "auto").precision == "bf16-encoder+fp32-decoder"
+    # the CPU's rule still holds for --device cpu on a machine with a GPU
+    assert choose_placement("cpu", "auto").measured
     cuda(True, bf16=False)
     with pytest.raises(PlacementError, match="no bf16 support"):
         choose_placement("cuda", "bf16")
@@ -138,9 +155,9 @@ def test_models_command_says_the_precision_here(cuda, native_bf16) -> None:
 
     cuda(False)
     native_bf16(False)
-    assert precision_line().startswith("precision here: fp32 on cpu")
-    native_bf16(True)
-    assert precision_line().startswith("precision here: bf16-encoder+fp32-decoder on cpu")
+    assert precision_line().startswith("precision here (auto on cpu): the encoder's, measured")
+    cuda(True)
+    assert precision_line().startswith("precision here: fp16 on cuda")
 
 
 # --------------------------------------------------------------------------- the mixed model
@@ -184,11 +201,21 @@ CLIPS = ["en_real_goforward", "en_real_praatio_mary"]  # short: emulated bf16 is
 
 @pytest.fixture(scope="module")
 def bf16_engine():  # noqa: ANN201 - an Engine (torch is slow to import)
-    """The bundled base with a bf16 encoder and an fp32 decoder (emulated bf16 here)."""
+    """The bundled base with a bf16 encoder and an fp32 decoder (emulated bf16 here), its
+    decoder on the full fp32 projection (the screen forced off)."""
     from streamcap.runtime.engine import Engine
 
     torch.set_num_threads(2)
-    return Engine("base", device="cpu", precision="bf16")
+    return Engine("base", device="cpu", precision="bf16", screen=False)
+
+
+@pytest.fixture(scope="module")
+def bf16_screened(bf16_engine):  # noqa: ANN001, ANN201 - a SpeculativeDecoder
+    """The same model's decoder with the vocabulary screen forced on."""
+    from streamcap.decoding.speculative import SpeculativeDecoder
+
+    e = bf16_engine
+    return SpeculativeDecoder(e.main.model, e.main.processor, "cpu", torch.float32, screen=True)
 
 
 @pytest.mark.model
@@ -200,6 +227,7 @@ def test_bf16_encoder_really_runs_in_bf16_and_the_decoder_in_fp32(bf16_engine, s
     assert {p.dtype for p in model.model.encoder.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in model.model.decoder.parameters()} == {torch.float32}
     assert model.proj_out.weight.dtype == torch.float32
+    assert e.decoder.step.screen is None  # forced off
     audio = speech["en_real_praatio_mary"]
     enc = e.encode(audio, context_s=len(audio) / 16000 + 1.0)
     assert enc.features.dtype == torch.bfloat16  # the encoder's input
@@ -212,14 +240,20 @@ def test_bf16_encoder_really_runs_in_bf16_and_the_decoder_in_fp32(bf16_engine, s
 
 @pytest.mark.model
 @pytest.mark.parametrize("clip", CLIPS)
-def test_bf16_speculative_is_token_identical_to_its_own_generate(bf16_engine, speech, clip) -> None:
+def test_bf16_speculative_is_token_identical_to_its_own_generate(
+    bf16_engine, bf16_screened, speech, clip
+) -> None:
     """A live replay in miniature: a partial at half the clip, then the whole clip; each
-    decode (no draft, and drafting from the previous hypothesis) equals ``generate`` on the
-    same bf16-encoded window."""
+    decode (no draft, drafting from the previous hypothesis, and through the forced screen
+    with no draft and with the exact answer as the draft) equals ``generate`` on the same
+    bf16-encoded window; the screen's log-probabilities lie within its derived bound of the
+    fp32 projection's."""
+    from streamcap.decoding.drafters import HypothesisDrafter, NoDrafter
     from streamcap.decoding.options import DecodingOptions
     from streamcap.decoding.reference import reference_decode
 
     e = bf16_engine
+    kernels: set[str] = set()
     audio = speech[clip]
     opts = DecodingOptions(language="en")
     prev: tuple[int, ...] = ()
@@ -231,7 +265,15 @@ def test_bf16_speculative_is_token_identical_to_its_own_generate(bf16_engine, sp
         spec = e.decode(enc, opts, hypothesis=prev, drafter="hypothesis")
         assert list(loop.tokens) == ref
         assert list(spec.tokens) == ref
+        for drafter in (NoDrafter(), HypothesisDrafter(ref, eot=e.spec.eot)):
+            got, bound = bf16_screened.decode_bounded(enc.enc, opts, drafter, enc.duration_s)
+            assert list(got.tokens) == ref
+            assert abs(got.no_speech_prob - loop.no_speech_prob) <= bound.no_speech_prob
+            if ref:
+                assert abs(got.avg_logprob - loop.avg_logprob) <= bound.avg_logprob
+            kernels |= bound.kernels
         prev = spec.tokens
+    assert kernels == {"int8", "bf16"}  # both of the screen's kernels ran
     assert ref, "the clip is speech: the final decode has tokens"
     if clip == "en_real_goforward":
         assert "forward" in e.spec.tokenizer.decode(ref).lower()

@@ -6,6 +6,7 @@ constructed so that the low-precision logits alone would pick the wrong token.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -55,9 +56,24 @@ def test_error_bounds_hold_on_real_decoder_states(engine, states):
                 assert float(bound.max()) < 25 * float(err.max()) + 1.0
 
 
-def test_choices_equal_the_fp32_argmax_with_suppress_rules(engine, states):
+@pytest.fixture(scope="module")
+def projection(engine) -> ScreenedProjection:
+    projection = ScreenedProjection(engine.decoder.step.proj_out.weight)
+    assert projection.wq is not None  # torch has the int8 kernel: its path runs here
+    return projection
+
+
+def _split(projection: ScreenedProjection, int8_rows: int) -> ScreenedProjection:
+    """``projection`` with its int8/bf16 split forced (the weight copies shared)."""
+    forced = copy.copy(projection)
+    forced.int8_rows = int8_rows
+    return forced
+
+
+@pytest.mark.parametrize("int8_rows", [0, 4, 16])  # bf16 only, the default split, int8 only
+def test_choices_equal_the_fp32_argmax_with_suppress_rules(engine, states, projection, int8_rows):
     dec = engine.decoder.step
-    screen = ScreenedProjection(dec.proj_out.weight)
+    screen = _split(projection, int8_rows)
     exact = torch.nn.functional.linear(states, dec.proj_out.weight)
     all_sizes: list[int] = []
     for m in (1, 2, 8):
@@ -72,6 +88,68 @@ def test_choices_equal_the_fp32_argmax_with_suppress_rules(engine, states):
             all_sizes += sizes
     # the bounds are rigorous, hence wide on rare high-norm rows, yet few tokens are re-scored
     assert sum(all_sizes) / len(all_sizes) < 200
+
+
+def _check_log_softmax_bound(proj, rows, exact, banned, tokens_of) -> list[float]:
+    """``log_softmax_bounded`` against the fp32 log-softmax of ``exact`` (suppressed tokens
+    at -inf): every value within its row's bound; the bounds and the observed errors back."""
+    m = rows.shape[0]
+    approx, choices, _ = proj.choose(rows, [banned] * m)
+    kernel = proj.kernel(m)
+    want = torch.log_softmax(exact if banned is None else exact.masked_fill(banned, -math.inf), -1)
+    sets = tokens_of(choices, want)  # one call: each row once per token set
+    tokens = [t for ts in sets for t in ts]
+    n = len(sets)
+    got, bounds = proj.log_softmax_bounded(
+        rows.repeat(n, 1), approx.repeat(n, 1), tokens, [kernel] * (n * m)
+    )
+    out = []
+    for j, t in enumerate(tokens):
+        err = abs(got[j] - float(want[j % m, t]))
+        assert err <= bounds[j] < math.inf, (kernel, j, err, bounds[j])
+        out.append((err, bounds[j]))
+    return out
+
+
+def _best_and_worst(choices, want):
+    """Each row's chosen token (near the top) and its least likely allowed one (far)."""
+    return [choices, want.masked_fill(want.isinf(), math.inf).argmin(-1).tolist()]
+
+
+@pytest.mark.parametrize(("kernel", "m"), [("int8", 1), ("int8", 4), ("bf16", 8)])
+def test_log_softmax_bound_holds_on_real_decoder_states(engine, states, projection, kernel, m):
+    """The derived bound (screen.py) on each log-probability holds, for either kernel, on real
+    decoder states: the chosen token and the least likely one, with the suppress rules."""
+    proj = _split(projection, 16 if kernel == "int8" else 0)
+    assert proj.kernel(m) == kernel
+    dec = engine.decoder.step
+    exact = torch.nn.functional.linear(states, dec.proj_out.weight)
+    seen = []
+    for i in range(0, states.shape[0] - m, 2 * m):  # every other call's rows: enough, cheaper
+        rows = states[i : i + m]
+        seen += _check_log_softmax_bound(
+            proj, rows, exact[i : i + m], dec.suppress_mask, _best_and_worst
+        )
+    errs, bounds = zip(*seen, strict=True)
+    # a worst case, yet not vacuous (base here: ~1e-2 int8, ~2e-3 bf16 on average; int8 more
+    # where its kernel rounds dequantized weights to bf16)
+    assert sum(bounds) / len(bounds) < (0.5 if kernel == "int8" else 0.02)
+    assert max(errs) < 1e-3
+
+
+def test_log_softmax_bound_holds_with_a_heavy_far_tail():
+    """Flat-ish softmaxes put real mass beyond ``_NEAR`` of the best, where the approximation
+    enters the sum: the bound still holds (random weights and rows at several scales)."""
+    gen = torch.Generator().manual_seed(3)
+    weight = torch.randn(3000, 256, generator=gen) * 0.1
+    projection = ScreenedProjection(weight)
+    for scale in (3.0, 10.0, 30.0):
+        rows = torch.randn(8, 256, generator=gen) * scale
+        exact = torch.nn.functional.linear(rows, weight)
+        for int8_rows, m in ((16, 2), (0, 8)):
+            proj = _split(projection, int8_rows)
+            seen = _check_log_softmax_bound(proj, rows[:m], exact[:m], None, _best_and_worst)
+            assert max(b for _, b in seen) > 0  # a far tail: the bound has work to do
 
 
 def test_near_ties_are_decided_in_fp32():

@@ -185,14 +185,20 @@ def run_bench(args: argparse.Namespace) -> int:
         run_args = argparse.Namespace(**{**vars(args), "precision": precision})
         runs.append(_bench_one(run_args, items))
         print()
+    from streamcap.cli.bench_compare import compare_ct2, compare_precisions, print_comparison
+
     compare = compare_precisions(runs, items)
     print_comparison(compare)
+    others = compare_ct2(args, runs, items)
     identical = all(r["identical"] for r in runs)
     if args.json_out:
         for r in runs:
             r.pop("_decodes", None)
+            r.pop("_ct2", None)
         out: dict[str, Any] = runs[0] if len(runs) == 1 else {"runs": runs}
         out["precision_comparison"] = compare
+        if others is not None:
+            out["ctranslate2_comparison"] = others
         Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_out).write_text(json.dumps(out, indent=2))
     return 0 if identical else 1
@@ -203,6 +209,7 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
     import torch
 
     from streamcap.audio.file import load_audio
+    from streamcap.decoding.guard import LoopGuard
     from streamcap.decoding.options import DecodingOptions
     from streamcap.decoding.reference import reference_decode
 
@@ -221,6 +228,8 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
     passes = {"plain": 0, "loop": 0, "spec": 0, "model": 0}
     drafted = accepted = decodes = 0
     encoder_s = 0.0
+    final_s = 0.0  # each clip's final alone: its 30 s encoder and the speculative decode
+    ct2_inputs: list[tuple[Any, list[int], int]] = []  # log-mel, prefix, token budget
     identical = True
     rows = []
     all_decodes: list[list[tuple[int, ...]]] = []  # per utterance, every decode's tokens
@@ -274,6 +283,13 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
             decodes += 1
             prev = spec.tokens
             item_decodes.append(tuple(ref))
+            if i == len(ends) - 1:
+                final_s += enc.encoder_s + spec.stats.decoder_s
+                lang_id = engine.spec.language_id(opts.language) if opts.language else None
+                prefix = engine.spec.prefix(lang_id, opts)
+                guard = LoopGuard(opts.max_tokens_per_second, opts.min_token_budget)
+                budget = guard.token_budget(enc.duration_s, 448)
+                ct2_inputs.append((enc.features.float().cpu().numpy().copy(), prefix, budget))
         row["text"] = engine.spec.tokenizer.decode(list(prev), skip_special_tokens=True)
         rows.append(row)
         all_decodes.append(item_decodes)
@@ -294,6 +310,7 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
         "utterances": len(items),
         "decodes": decodes,
         "encoder_s": round(encoder_s, 3),
+        "final_s": round(final_s, 3),
         "plain_decoder_s": round(totals["plain"], 3),
         "loop_decoder_s": round(totals["loop"], 3),
         "spec_decoder_s": round(totals["spec"], 3),
@@ -311,6 +328,7 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
         "accepted": accepted,
         "per_utterance": rows,
         "_decodes": all_decodes,  # for the precision comparison; not written to --json
+        "_ct2": (ct2_inputs, engine.spec.tokenizer, engine.spec.eot),  # nor this
     }
     if args.assistant:
         result["hf_assisted_decoder_s"] = round(totals["hf_assist"], 3)
@@ -339,108 +357,6 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
     )
     del engine  # the next precision loads its own copy
     return result
-
-
-def compare_precisions(
-    runs: list[dict[str, Any]], items: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """One row per precision: exactness, speed-ups against plain greedy at the same precision
-    and against the baseline's (fp32 if it ran, else the first) plain greedy, the WER of the
-    final transcripts against the manifest's ``text``, and how many transcripts differ from
-    the baseline's."""
-    baseline = next((r for r in runs if r["precision"] == "fp32"), runs[0])
-    b_plain = baseline["plain_decoder_s"]
-    b_e2e = baseline["encoder_s"] + b_plain
-    rows = []
-    for r in runs:
-        texts = [u["text"] for u in r["per_utterance"]]
-        b_texts = [u["text"] for u in baseline["per_utterance"]]
-        decodes_differ = sum(
-            a != b
-            for mine, theirs in zip(r["_decodes"], baseline["_decodes"], strict=True)
-            for a, b in zip(mine, theirs, strict=True)
-        )
-        e2e = r["encoder_s"] + r["spec_decoder_s"]
-        rows.append(
-            {
-                "precision": r["precision"],
-                "baseline": baseline["precision"],
-                "identical": r["identical"],
-                "encoder_s": r["encoder_s"],
-                "decoder_speedup": r["decoder_speedup"],
-                "end_to_end_speedup": r["end_to_end_speedup"],
-                "decoder_speedup_vs_baseline_plain": round(b_plain / r["spec_decoder_s"], 3),
-                "end_to_end_speedup_vs_baseline_plain": round(b_e2e / e2e, 3),
-                "wer": corpus_wer(items, texts),
-                "transcripts_differ": sum(a != b for a, b in zip(texts, b_texts, strict=True)),
-                "decodes_differ": decodes_differ,
-                "utterances": r["utterances"],
-                "decodes": r["decodes"],
-            }
-        )
-    return rows
-
-
-def print_comparison(rows: list[dict[str, Any]]) -> None:
-    base = rows[0]["baseline"]
-    print(
-        f"{'precision':27s}{'identical':>10s}{'enc s':>8s}{'dec x':>7s}{'e2e x':>7s}"
-        f"{'dec x vs ' + base:>16s}{'e2e x vs ' + base:>16s}{'WER %':>7s}"
-        f"{'differ from ' + base:>26s}"
-    )
-    for r in rows:
-        wer = "-" if r["wer"] is None else f"{100 * r['wer']:.2f}"
-        differ = (
-            f"{r['transcripts_differ']}/{r['utterances']} clips, "
-            f"{r['decodes_differ']}/{r['decodes']} decodes"
-        )
-        print(
-            f"{r['precision']:27s}{r['identical']!s:>10s}{r['encoder_s']:8.2f}"
-            f"{r['decoder_speedup']:6.2f}x{r['end_to_end_speedup']:6.2f}x"
-            f"{r['decoder_speedup_vs_baseline_plain']:15.2f}x"
-            f"{r['end_to_end_speedup_vs_baseline_plain']:15.2f}x{wer:>7s}{differ:>26s}"
-        )
-    print(
-        "dec x / e2e x: speculative vs plain greedy generate at the same precision (decoder "
-        f"time / encoder + decoder time); vs {base}: against {base}'s plain greedy. "
-        "WER: final transcripts vs the manifest's text, Whisper's normaliser"
-    )
-
-
-def corpus_wer(items: list[dict[str, Any]], texts: list[str]) -> float | None:
-    """Corpus WER of ``texts`` against the items' ``text`` (items without one are skipped),
-    after Whisper's English normaliser (its basic one for other languages)."""
-    import jiwer
-
-    refs, hyps = [], []
-    for item, text in zip(items, texts, strict=True):
-        norm = _normalizer(item.get("lang"))
-        ref = norm(str(item.get("text") or "")).strip()
-        if ref:
-            refs.append(ref)
-            hyps.append(norm(text).strip() or "<empty>")
-    return round(float(jiwer.wer(refs, hyps)), 4) if refs else None
-
-
-def _normalizer(lang: str | None) -> Any:
-    """Whisper's English normaliser (with its spelling map where one is installed), else the
-    basic one (the same choice as scripts/eval_stream.py)."""
-    import importlib.resources
-
-    from transformers.models.whisper.english_normalizer import (
-        BasicTextNormalizer,
-        EnglishTextNormalizer,
-    )
-
-    if lang not in (None, "en"):
-        return BasicTextNormalizer()
-    for pkg in ("whisper_normalizer", "whisper"):
-        try:
-            path = importlib.resources.files(pkg) / "normalizers" / "english.json"
-            return EnglishTextNormalizer(json.loads(path.read_text(encoding="utf-8")))
-        except (ModuleNotFoundError, FileNotFoundError, OSError):
-            continue
-    return EnglishTextNormalizer({})
 
 
 if __name__ == "__main__":

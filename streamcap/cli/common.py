@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 COMPUTE_DEVICES = ("auto", "cpu", "cuda")
 #: ``--precision`` (the same tuple as ``streamcap.models.loader.PRECISIONS``; that module is
 #: not imported here: the parser is built for ``--help`` without it).
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 TASKS = ("transcribe", "translate")
 
 
@@ -127,9 +127,10 @@ def add_model_flags(
         help="compute device for the model (auto: CUDA when a GPU is there)",
     )
     precision_help = (
-        "auto: fp16 on CUDA; on a CPU with AMX bf16 a bf16 encoder and "
-        "an fp32 decoder, else fp32. bf16 on a CPU: bf16 encoder, fp32 decoder (emulated, "
-        "slow, without native bf16). fp16: CUDA only"
+        "auto: fp16 on CUDA; on a CPU an fp32 decoder and the encoder precision measured "
+        "fastest here at the first load (cached; `streamcap models` shows it). bf16 on a CPU: "
+        "bf16 encoder, fp32 decoder (emulated, slow, without native bf16). int8: CPU, int8 "
+        "encoder (quantised Linear layers), fp32 decoder. fp16: CUDA only"
     )
     if precisions:
         g.add_argument(
@@ -249,7 +250,8 @@ def add_speakers_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> N
     g.add_argument(
         "--speakers", choices=("auto", "off"), default=None,
         help="auto: label each final with the voice that spoke it (Speaker 1, Speaker 2, ...; "
-        "one microphone, several people); off (default): no labels",
+        "one microphone, several people; transcribe: with or without --live); off (default): "
+        "no labels",
     )  # fmt: skip
 
 
@@ -280,6 +282,19 @@ def add_live_flags(g: argparse._ArgumentGroup) -> None:
     add_partial_interval(g)
     add_speakers_flag(g)
     g.add_argument("--no-partials", action="store_true", help="print finals only")
+
+
+def speaker_labels(args: argparse.Namespace) -> Any:
+    """For `transcribe --speakers auto` (offline): ``path -> FileLabeller`` (a fresh meeting
+    per file, one shared voice encoder, loaded now so that missing weights are one line
+    before the model loads), else None."""
+    if getattr(args, "speakers", None) != "auto":
+        return None
+    from streamcap.runtime.labeller import FileLabeller, SpeakerLabeller
+    from streamcap.speakers.voice_encoder import shared_encoder
+
+    encoder = shared_encoder()
+    return lambda path: FileLabeller(path, SpeakerLabeller(encoder))
 
 
 def speaker_stage(args: argparse.Namespace, clock: Any = None) -> Any:
@@ -315,6 +330,8 @@ def load_engine(args: argparse.Namespace) -> Engine:
         if assistant and "tokenizer" in str(e):  # Engine's check that the assistant fits
             raise UserError(str(e)) from None
         raise
+    if placement.measured:  # say what `auto` chose, and why
+        say(f"precision {engine.precision} ({engine.placement.reason})")
     check_model_options(engine, getattr(args, "language", None), getattr(args, "task", None))
     return engine
 

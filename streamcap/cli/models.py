@@ -53,12 +53,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def precision_line() -> str:
-    """What ``--device auto --precision auto`` picks on this machine, and why."""
+    """What ``--device auto --precision auto`` picks on this machine, and why: on a CPU the
+    encoder's precision measured at the first load of each model (`models.precision_probe`)."""
     from streamcap.models.loader import choose_placement
+    from streamcap.models.precision_probe import all_cached, cache_path
 
     placement = choose_placement("auto", "auto")
-    why = f" ({placement.reason})" if placement.reason else ""
-    return (
-        f"precision here: {placement.precision} on {placement.device}{why}; "
-        "--precision auto|fp32|bf16|fp16 chooses"
-    )
+    tail = "--precision auto|fp32|bf16|int8|fp16 chooses"
+    if not placement.measured:
+        why = f" ({placement.reason})" if placement.reason else ""
+        return f"precision here: {placement.precision} on {placement.device}{why}; {tail}"
+    lines = [f"precision here (auto on {placement.device}): the encoder's, measured at load:"]
+    for key, choice in all_cached().items():
+        model = key.rsplit("|", 1)[-1]
+        lines.append(f"  {model}: {choice.precision} encoder, fp32 decoder ({choice.reason})")
+        lines.append(f"    for {key.rsplit('|', 1)[0]}")
+    if len(lines) == 1:
+        lines.append("  not measured yet: the first load of a model measures it")
+    lines.append(f"  cached in {cache_path()} (delete it to measure again); {tail}")
+    return "\n".join(lines)

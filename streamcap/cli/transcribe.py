@@ -5,7 +5,8 @@ so a long file shows progress in its text, and Ctrl-C leaves valid SRT / VTT / J
 files with everything so far. Finals carry their words' times (JSONL ``words``; SRT / VTT cut
 long finals where the words are), unless ``--no-word-timestamps``. Every check a user can fail
 (flags, paths, input files, the language) runs before the model loads. ``--live`` replays one
-file through the live pipeline instead (`streamcap.cli.live`).
+file through the live pipeline instead (`streamcap.cli.live`). ``--speakers auto`` labels each
+final with its voice by the live path's own labeller (`runtime.labeller.FileLabeller`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from streamcap.cli.common import (
     positive_float,
     prompt_of,
     say,
+    speaker_labels,
     vad_of,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
@@ -49,7 +51,6 @@ LIVE_ONLY = {
     "chunk": "--chunk",
     "partial_interval": "--partial-interval",
     "no_partials": "--no-partials",
-    "speakers": "--speakers",
 }
 #: Flags that only offline transcription reads, refused with --live.
 OFFLINE_ONLY = {
@@ -140,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     from streamcap.core.segmenter import SegmenterConfig
     from streamcap.runtime.transcribe import TranscribeOptions  # torch: after the checks
 
+    speakers = speaker_labels(args)  # missing voice weights: one line, before the model loads
     engine = load_engine(args)
     opts = TranscribeOptions(
         decoding=decoding_options(engine, args),
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         if several:  # a header per file, as `head` prints them
             gap = "\n" if i else ""
             print(f"{gap}==> {path} <==", flush=True)
-        status = _transcribe_one(engine, path, outputs, duration, opts, args)
+        status = _transcribe_one(engine, path, outputs, duration, opts, args, speakers)
         if status:
             return status
     return 0
@@ -168,6 +170,7 @@ def _transcribe_one(
     duration: float | None,
     opts: TranscribeOptions,
     args: argparse.Namespace,
+    speakers: Callable[[str], Any] | None = None,
 ) -> int:
     from streamcap.runtime.transcribe import Transcription
 
@@ -179,11 +182,13 @@ def _transcribe_one(
         _ctrl_c() as stop,
     ):
         job = Transcription(engine, path, opts, on_progress=progress)
+        labels = speakers(path) if speakers is not None else None  # one meeting per file
         try:
-            for caption in job:
-                writers.write(caption)  # the files first: they are what an interrupt keeps
-                print(_line(caption, args.timestamps), flush=True)
-                count += 1
+            for final in job:
+                for caption in labels.label(final) if labels is not None else [final]:
+                    writers.write(caption)  # the files first: they are what an interrupt keeps
+                    print(_line(caption, args.timestamps), flush=True)
+                    count += 1
                 if stop.is_set():
                     raise KeyboardInterrupt
         except KeyboardInterrupt:
@@ -227,9 +232,10 @@ def _ctrl_c() -> Iterator[threading.Event]:
 
 
 def _line(caption: Caption, timestamps: bool) -> str:
+    text = f"{caption.speaker}: {caption.text}" if caption.speaker else caption.text
     if not timestamps:
-        return caption.text
-    return f"[{_fmt_time(caption.start)} --> {_fmt_time(caption.end)}] {caption.text}"
+        return text
+    return f"[{_fmt_time(caption.start)} --> {_fmt_time(caption.end)}] {text}"
 
 
 def _fmt_time(t: float) -> str:

@@ -9,7 +9,7 @@ tokens whose interval reaches the best lower bound are re-scored against the fp3
 The returned choice is the fp32 argmax among those; the screen never decides it.
 Log-probabilities (the hallucination guards read them) use fp32 logits too for the chosen
 token and every token within ``_NEAR`` of the best; only the far tail of the softmax sum comes
-from the approximation (within 3e-4 of the full fp32 log-softmax on real speech).
+from the approximation, and that error is bounded (``log_softmax_bounded``; derived below).
 
 Error bound of an approximate logit ``a_r`` of row ``h`` against the fp32 logit ``z_r``
 (``w`` the fp32 weight row, ``ŵ`` its low-precision copy, ``ĥ`` = bf16(h), K = 512 terms):
@@ -20,6 +20,33 @@ Error bound of an approximate logit ``a_r`` of row ``h`` against the fp32 logit 
 approximation and of the fp32 reference itself, γ_K = K·2^-24; the bracket for the int8
 kernel, in case it rounds dequantized weights to bf16). ``tests/test_screen.py``
 checks it on real decoder states, where the observed error stays far inside it.
+
+Error bound of a log-probability. Let ``top`` = max_r a_r, ``N`` = {r : a_r >= top - _NEAR}
+(re-scored in fp32), ``F`` the far rest, ``b_r`` the bound above. ``log_softmax_at`` returns
+``z_t - top - log Ŝ`` with
+
+    Ŝ = Σ_N exp(z_r - top) + Σ_F exp(a_r - top),    S = Σ_all exp(z_r - top) (the fp32 sum).
+
+The token's logit ``z_t`` and the near terms are fp32, so the whole error is ``log S - log Ŝ``,
+and ``S - Ŝ = Σ_F exp(a_r - top)·(exp(z_r - a_r) - 1)``. With |z_r - a_r| <= b_r each factor
+lies in [exp(-b_r) - 1, exp(b_r) - 1], so |S - Ŝ| <= E = Σ_F exp(a_r - top)·(exp(b_r) - 1)
+(an under- or an over-estimate alike), hence S lies in [Ŝ - E, Ŝ + E] and
+
+    |log-softmax_t(screen) - log-softmax_t(fp32)| <= -log(1 - E/Ŝ)    (infinite if E >= Ŝ)
+
+for every token ``t`` of the row (log(1 + E/Ŝ) <= -log(1 - E/Ŝ) covers the other side), in
+exact arithmetic. Both paths then round in fp32 (the logit's dot product summed in another
+order than ``F.linear``'s, the log-sum-exp, the difference): the bound adds 8 fp32 ulps of
+|z_t| + |log-sum-exp| (``_FP32_ULPS``; observed: about one, ~1e-6 at the magnitudes of real
+rows). An average of log-probabilities (``avg_logprob``) is within the average of its tokens'
+bounds; a probability p = exp(log-softmax) within min(bound, p·(exp(bound) - 1)) (the fp32
+one is within a factor exp(±bound) of p, and both are <= 1). ``E`` is computed per token from
+the real ``b_r`` (a few vector passes over the vocabulary, so only on request:
+``log_softmax_bounded``; the decode loop's hot path takes ``log_softmax_at``, the same values).
+Measured on real speech (``tests/test_decoding.py``, base): avg_logprob bounds of ~1e-2 to
+5e-2 for int8 rows and ~2e-3 to 7e-3 for bf16 rows, against observed differences of 1e-6 to
+2e-4: a worst case (every tail logit off by its whole bound, in the same direction), not an
+estimate.
 """
 
 from __future__ import annotations
@@ -32,6 +59,8 @@ import torch
 _OUT_ROUND = 2.0**-8  # bf16 keeps 8 significant bits: rounding moves a value by <= 2^-8 of it
 _SAFETY = 1.02  # relative slack for the fp32 arithmetic of the bound itself
 _NEAR = 10.0  # logits this close to the best are re-scored in fp32 for log-probabilities
+#: a log-probability's allowance for fp32 rounding, per unit of |logit| + |log-sum-exp|: 8 ulps
+_FP32_ULPS = 8 * 2.0**-24
 # some builds of torch's int8 kernel round each dequantized weight (q * scale) to bf16 before
 # an AMX multiply: up to 2^-8 of it, so 2^-8·|ŵ|·|ĥ| more (``_int8_kernel_rounds`` probes)
 _INT8_KERNEL_ROUND = 2.0**-8
@@ -68,6 +97,13 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+def screen_is_default() -> bool:
+    """Whether a decoder step uses the screen when not told (``DecoderStep(screen=None)``): the
+    one place of that rule. Today: where bf16 pays (``cpu_bf16_is_fast``); on other CPUs the
+    screen's int8/bf16 matmuls were not measured faster than the fp32 projection."""
+    return cpu_bf16_is_fast()
+
+
 def cpu_bf16_is_fast() -> bool:
     """True when bf16 matmuls pay on this CPU: oneDNN runs them natively *and* the CPU has AMX.
 
@@ -85,10 +121,15 @@ def cpu_bf16_is_fast() -> bool:
 
 
 class ScreenedProjection:
-    """Exact greedy argmax of ``weight @ h`` from a bounded low-precision screen."""
+    """Exact greedy argmax of ``weight @ h`` from a bounded low-precision screen.
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    ``int8_rows``: calls over up to this many rows use the int8 kernel (where torch has it),
+    more rows the bf16 one (``kernel``); 0 forces bf16 everywhere, a large value int8.
+    """
+
+    def __init__(self, weight: torch.Tensor, *, int8_rows: int = _INT8_ROWS) -> None:
         w = weight.detach().float()
+        self.int8_rows = int8_rows
         self.weight = weight.detach()
         k = w.shape[1]
         self.gamma = 2.0 * k * 2.0**-24
@@ -119,21 +160,31 @@ class ScreenedProjection:
                 del wq32
             del q
 
+    def kernel(self, n_rows: int) -> str:
+        """The kernel that approximates a call over ``n_rows`` rows: ``"int8"`` or ``"bf16"``."""
+        return "int8" if n_rows <= self.int8_rows and self.wq is not None else "bf16"
+
     def approximate(self, rows: torch.Tensor) -> tuple[torch.Tensor, _RowBounds]:
         """Approximate fp32 logits (M, V) and what their error bounds are made of."""
-        h = rows.float()
-        hb = h.to(torch.bfloat16)
-        hb32 = hb.float()
-        h_norm = h.norm(dim=1)
-        hb_norm = hb32.norm(dim=1)
-        h_err = (h - hb32).norm(dim=1)
-        if h.shape[0] <= _INT8_ROWS and self.wq is not None:
+        hb = rows.float().to(torch.bfloat16)
+        kernel = self.kernel(rows.shape[0])
+        if kernel == "int8":
+            assert self.wq is not None
             approx = torch._weight_int8pack_mm(hb, self.wq, self.wq_scale).float()
-            w_err, w_norm, kernel = self.wq_err, self.wq_norm, self.wq_round
         else:
             approx = (hb @ self.wb_t).float()
-            w_err, w_norm, kernel = self.wb_err, self.wb_norm, 0.0
-        return approx, _RowBounds(self, w_err, w_norm, h_norm, hb_norm, h_err, kernel)
+        return approx, self.bounds(rows, kernel)
+
+    def bounds(self, rows: torch.Tensor, kernel: str) -> _RowBounds:
+        """What the error bounds of ``kernel``'s approximate logits of ``rows`` are made of."""
+        h = rows.float()
+        hb32 = h.to(torch.bfloat16).float()
+        h_norm, hb_norm, h_err = h.norm(dim=1), hb32.norm(dim=1), (h - hb32).norm(dim=1)
+        if kernel == "int8":
+            w_err, w_norm, rounding = self.wq_err, self.wq_norm, self.wq_round
+        else:
+            w_err, w_norm, rounding = self.wb_err, self.wb_norm, 0.0
+        return _RowBounds(self, w_err, w_norm, h_norm, hb_norm, h_err, rounding)
 
     def choose(
         self, rows: torch.Tensor, banned: Sequence[torch.Tensor | None], skip: int = 0
@@ -166,12 +217,9 @@ class ScreenedProjection:
             sizes.append(int(cand.numel()))
         return approx, choices, sizes
 
-    def log_softmax_at(
-        self, rows: torch.Tensor, approx: torch.Tensor, tokens: list[int]
-    ) -> list[float]:
-        """log-softmax of each row's logits at its token (``approx``: the rows' approximate
-        logits, banned tokens at -inf): fp32 logits for the tokens and for every token within
-        ``_NEAR`` of the row's best, the approximation only for the far tail of the sum."""
+    def _sums(self, rows: torch.Tensor, approx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Per row: the shift ``top``, the sum Ŝ of exp(logit - top) with the near terms in fp32
+        (module docstring), and the approximate terms exp(a - top) of every token."""
         w = self.weight
         x = rows.to(w.dtype)
         top = approx.amax(1, keepdim=True)
@@ -180,8 +228,46 @@ class ScreenedProjection:
         shift = top[:, 0]
         # the sum of exp(logit - top), with the near terms swapped for their fp32 values
         swap = ((x[r] * w[t]).sum(-1) - shift[r]).exp_() - terms[r, t]
-        lse = shift + terms.sum(1).index_add_(0, r, swap).log_()
-        return ((x * w[tokens]).sum(-1) - lse).tolist()
+        return shift, terms.sum(1).index_add_(0, r, swap), terms
+
+    def log_softmax_at(
+        self, rows: torch.Tensor, approx: torch.Tensor, tokens: list[int]
+    ) -> list[float]:
+        """log-softmax of each row's logits at its token (``approx``: the rows' approximate
+        logits, banned tokens at -inf): fp32 logits for the tokens and for every token within
+        ``_NEAR`` of the row's best, the approximation only for the far tail of the sum."""
+        shift, sums, _ = self._sums(rows, approx)
+        logit, lse = self._at(rows, tokens, shift, sums)
+        return (logit - lse).tolist()
+
+    def _at(
+        self, rows: torch.Tensor, tokens: list[int], shift: torch.Tensor, sums: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fp32 logit of each row's token and the row's log-sum-exp ``shift + log(sums)``."""
+        w = self.weight
+        return (rows.to(w.dtype) * w[tokens]).sum(-1), shift + sums.log()
+
+    def log_softmax_bounded(
+        self, rows: torch.Tensor, approx: torch.Tensor, tokens: list[int], kernels: Sequence[str]
+    ) -> tuple[list[float], list[float]]:
+        """``log_softmax_at`` and, per row, a bound on its distance from the fp32 log-softmax
+        at any token: -log(1 - E/Ŝ) (module docstring). ``kernels[i]``: the kernel that gave
+        ``approx[i]`` (``kernel`` of the call that approximated it)."""
+        shift, sums, terms = self._sums(rows, approx)
+        logit, lse = self._at(rows, tokens, shift, sums)
+        values = (logit - lse).tolist()
+        # the two paths' own fp32 rounding of logit - lse (module docstring)
+        rounding = (_FP32_ULPS * (logit.abs() + lse.abs())).tolist()
+        # the far tokens (the rest are fp32); a banned or underflowed term is exactly 0
+        far = (approx < shift[:, None] - _NEAR) & (terms > 0)
+        bounds: list[float] = []
+        for i, kernel in enumerate(kernels):
+            a, s_hat = approx[i], float(sums[i])
+            b = self.bounds(rows[i : i + 1], kernel).of(0, slice(None), a)  # inf where banned
+            err = _SAFETY * float(torch.where(far[i], terms[i] * b.expm1_(), 0.0).sum())
+            tail = -math.log1p(-err / s_hat) if err < s_hat else math.inf
+            bounds.append(tail + rounding[i])
+        return values, bounds
 
 
 class _RowBounds:
@@ -206,8 +292,8 @@ class _RowBounds:
         self.max_w_norm = float(w_norm.max())
         self.max_w32_norm = float(proj.w_norm.max())
 
-    def of(self, i: int, tokens: torch.Tensor, approx: torch.Tensor) -> torch.Tensor:
-        """Bounds of row ``i``'s approximate logits ``approx`` of ``tokens``."""
+    def of(self, i: int, tokens: torch.Tensor | slice, approx: torch.Tensor) -> torch.Tensor:
+        """Bounds of row ``i``'s approximate logits ``approx`` of ``tokens`` (a slice: all)."""
         bound = approx.abs() * _OUT_ROUND
         bound += self.w_err[tokens] * self.h_norm[i]
         bound += self.w_norm[tokens] * (self.h_err[i] + self.g * self.hb_norm[i])

@@ -6,6 +6,9 @@ token what the main model's own greedy ``generate`` returns with the same prefix
 rules and stop rules (see ``reference.py`` and the tests). The pieces it drives have their own
 modules: ``spec`` (token ids, the forced prefix), ``step`` (a forward pass and the exact greedy
 choice), ``language`` (detection); features and the encoder are ``frontend``'s.
+
+The tokens never depend on the vocabulary screen (``step``'s ``screen``); the log-probabilities
+do, within a bound derived in ``screen.py``, which ``decode_bounded`` reports per decode.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -28,6 +32,17 @@ from streamcap.decoding.verify import DraftLength, accept, extend
 _VERIFY_CHUNK = 8  # rows projected onto the vocabulary at a time while verifying
 
 
+@dataclass(frozen=True)
+class LogprobBound:
+    """How far one decode's log-probabilities may lie from what the full fp32 projection
+    gives for the same tokens (derived in ``screen.py``; all 0 without a screen)."""
+
+    avg_logprob: float  # |avg_logprob - the fp32 projection's| <= this
+    no_speech_prob: float  # |no_speech_prob - the fp32 projection's| <= this
+    max_token: float  # the largest bound of one token's log-probability
+    kernels: frozenset[str]  # what gave the greedy choices' logits: "fp32", "int8", "bf16"
+
+
 class SpeculativeDecoder:
     """The decoder loop of one model: drafts verified against its greedy choices."""
 
@@ -39,7 +54,7 @@ class SpeculativeDecoder:
         dtype: torch.dtype,
         *,
         lean: bool = True,
-        screen: bool = True,
+        screen: bool | None = None,
     ) -> None:
         self.model: Any = model
         self.device = torch.device(device)
@@ -53,15 +68,17 @@ class SpeculativeDecoder:
         *,
         begin: bool,
         extra: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, list[int], torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, list[int], torch.Tensor | None, list[str]]:
         """Greedy choices after each row, projecting onto the vocabulary chunk by chunk.
 
         The projection onto the vocabulary is the costliest part of a step, so rows past the
         first disagreement with the draft are never projected. ``extra`` (the <|sot|> row,
         for the no-speech probability) rides along with the first chunk; its unmasked
-        logits come back third.
+        logits come back third. Fourth: the kernel that gave each row's logits (``extra``'s
+        is the first row's).
         """
         parts: list[torch.Tensor] = []
+        kernels: list[str] = []
         predicted: list[int] = []
         extra_logits: torch.Tensor | None = None
         for c0 in range(0, rows.shape[0], _VERIFY_CHUNK):
@@ -69,16 +86,18 @@ class SpeculativeDecoder:
             if c0 == 0 and extra is not None:
                 logits, chosen = self.step.choose(torch.cat([extra[None], chunk]), begin, skip=1)
                 extra_logits, logits = logits[0], logits[1:]
+                kernels += [self.step.kernel(len(chunk) + 1)] * len(chunk)
             else:
                 logits, chosen = self.step.choose(chunk, begin and c0 == 0)
+                kernels += [self.step.kernel(len(chunk))] * len(chunk)
             parts.append(logits)
             predicted += chosen
             checked = min(len(predicted), len(draft))
             if any(predicted[i] != draft[i] for i in range(c0, checked)):
                 break
-        return (parts[0] if len(parts) == 1 else torch.cat(parts)), predicted, extra_logits
+        logits = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return logits, predicted, extra_logits, kernels
 
-    @torch.inference_mode()
     def decode(
         self,
         enc: torch.Tensor,
@@ -89,6 +108,38 @@ class SpeculativeDecoder:
         draft_length: DraftLength | None = None,
     ) -> DecodeResult:
         """Greedy decode of one window, verifying drafts from ``drafter``."""
+        args = (enc, options, drafter, duration_s, guard, draft_length)
+        return self._decode(*args, bounded=False)[0]
+
+    def decode_bounded(
+        self,
+        enc: torch.Tensor,
+        options: DecodingOptions,
+        drafter: Drafter | None = None,
+        duration_s: float = 30.0,
+        guard: LoopGuard | None = None,
+        draft_length: DraftLength | None = None,
+    ) -> tuple[DecodeResult, LogprobBound]:
+        """``decode`` (the same result) and the derived bound on how far its log-probabilities
+        may lie from the full fp32 projection's. Slower with a screen: the bound takes a few
+        passes over the vocabulary per token."""
+        args = (enc, options, drafter, duration_s, guard, draft_length)
+        result, bound = self._decode(*args, bounded=True)
+        assert bound is not None
+        return result, bound
+
+    @torch.inference_mode()
+    def _decode(
+        self,
+        enc: torch.Tensor,
+        options: DecodingOptions,
+        drafter: Drafter | None,
+        duration_s: float,
+        guard: LoopGuard | None,
+        draft_length: DraftLength | None,
+        *,
+        bounded: bool,
+    ) -> tuple[DecodeResult, LogprobBound | None]:
         t0 = time.perf_counter()
         drafter = drafter or NoDrafter()
         guard = guard or LoopGuard(options.max_tokens_per_second, options.min_token_budget)
@@ -116,6 +167,8 @@ class SpeculativeDecoder:
         generated: list[int] = []
         pending = list(prefix)  # tokens whose keys/values are not in the cache yet
         logprob_sum = 0.0
+        bound_sum = max_bound = no_speech_bound = 0.0  # bounded only
+        used: set[str] = set()
         stopped_by: str | None = None
         first = True
         while stopped_by is None:
@@ -126,11 +179,22 @@ class SpeculativeDecoder:
             forward_passes += 1
             rows = hidden[len(pending) - 1 :]
             extra = hidden[sot_row] if first and math.isnan(no_speech) else None
-            logits, predicted, sot_logits = self._verify_rows(rows, draft, begin=first, extra=extra)
+            logits, predicted, sot_logits, kernels = self._verify_rows(
+                rows, draft, begin=first, extra=extra
+            )
             if sot_logits is not None:
                 sot = hidden[sot_row : sot_row + 1]
-                no_speech = math.exp(step.logprobs(sot, sot_logits[None], [spec.no_speech])[0])
+                if bounded:
+                    lp, b = step.logprobs_bounded(
+                        sot, sot_logits[None], [spec.no_speech], kernels[:1]
+                    )
+                    no_speech = math.exp(lp[0])
+                    # the fp32 probability is within a factor exp(±b) of it, and <= 1
+                    no_speech_bound = min(b[0], no_speech * math.expm1(b[0]))
+                else:
+                    no_speech = math.exp(step.logprobs(sot, sot_logits[None], [spec.no_speech])[0])
             first = False
+            used.update(kernels)
             n_ok, gained = accept(draft[: len(predicted) - 1], predicted)
             drafted += len(draft)
             accepted += n_ok
@@ -140,7 +204,15 @@ class SpeculativeDecoder:
             if ext.appended:
                 n_new = len(ext.appended)
                 new = list(ext.appended)
-                logprob_sum += sum(step.logprobs(rows[:n_new], logits[:n_new], new))
+                if bounded:
+                    lp, b = step.logprobs_bounded(
+                        rows[:n_new], logits[:n_new], new, kernels[:n_new]
+                    )
+                    logprob_sum += sum(lp)
+                    bound_sum += sum(b)
+                    max_bound = max(max_bound, *b)
+                else:
+                    logprob_sum += sum(step.logprobs(rows[:n_new], logits[:n_new], new))
             if stopped_by is None:
                 # keep the cache for pending + accepted drafts; the bonus token is next input
                 keep = cache.get_seq_length() - (len(draft) - n_ok)
@@ -154,7 +226,11 @@ class SpeculativeDecoder:
             tokens=len(generated),
         )
         text = spec.tokenizer.decode(generated, skip_special_tokens=True)
-        return DecodeResult(
+        bound = None
+        if bounded:
+            avg = bound_sum / len(generated) if generated else 0.0
+            bound = LogprobBound(avg, no_speech_bound, max_bound, frozenset(used))
+        result = DecodeResult(
             tokens=tuple(generated),
             text=text,
             language=spec.language_of(language_token) if language_token is not None else None,
@@ -164,3 +240,4 @@ class SpeculativeDecoder:
             stats=stats,
             language_prob=language_prob,
         )
+        return result, bound

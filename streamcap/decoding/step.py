@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from streamcap.decoding.lean import LeanDecoder, supports
-from streamcap.decoding.screen import ScreenedProjection, cpu_bf16_is_fast
+from streamcap.decoding.screen import ScreenedProjection, screen_is_default
 from streamcap.decoding.spec import WhisperSpec
 
 
@@ -37,8 +37,10 @@ class DecoderStep:
     """Forward passes and suppress-rule-aware greedy choices of one model's decoder.
 
     ``lean``: run the layers by hand where the decoder is laid out like transformers'
-    ``WhisperDecoder``; ``screen``: pick tokens through the bounded screen on a CPU with native
-    bf16 (fp32 only). Both change speed, never a token.
+    ``WhisperDecoder``; ``screen``: pick tokens through the bounded vocabulary screen (True:
+    on any CPU, it needs an fp32 decoder there; False: never; None: where
+    ``screen.screen_is_default`` says, for an fp32 decoder on a CPU). Both change speed, never a
+    token; the screen's log-probabilities are within a derived bound (``logprobs_bounded``).
     """
 
     def __init__(
@@ -49,7 +51,7 @@ class DecoderStep:
         dtype: torch.dtype,
         *,
         lean: bool = True,
-        screen: bool = True,
+        screen: bool | None = None,
     ) -> None:
         self.spec = spec
         self.device = torch.device(device)
@@ -70,7 +72,10 @@ class DecoderStep:
             self.not_language_mask = torch.ones(vocab, dtype=torch.bool, device=self.device)
             self.not_language_mask[list(spec.lang_to_id.values())] = False
         self.screen: ScreenedProjection | None = None
-        if screen and self.device.type == "cpu" and dtype == torch.float32 and cpu_bf16_is_fast():
+        fits = self.device.type == "cpu" and dtype == torch.float32
+        if screen and not fits:
+            raise ValueError("the vocabulary screen runs on a CPU over an fp32 decoder")
+        if screen or (screen is None and fits and screen_is_default()):
             self.screen = ScreenedProjection(self.proj_out.weight)
 
     def new_cache(self) -> Any:
@@ -118,6 +123,11 @@ class DecoderStep:
         choices = logits[skip:].argmax(-1).tolist()
         return logits, choices
 
+    def kernel(self, n_rows: int) -> str:
+        """What gives ``choose``'s logits for a call over ``n_rows`` rows: the screen's
+        ``"int8"`` or ``"bf16"`` kernel, or ``"fp32"`` (the full projection)."""
+        return self.screen.kernel(n_rows) if self.screen is not None else "fp32"
+
     def logprobs(self, rows: torch.Tensor, logits: torch.Tensor, tokens: list[int]) -> list[float]:
         """Log-probability of ``tokens[i]`` after ``rows[i]`` (``logits``: what ``choose``
         gave for those rows)."""
@@ -125,6 +135,16 @@ class DecoderStep:
             return self.screen.log_softmax_at(rows, logits, tokens)
         lse = torch.logsumexp(logits, -1)
         return [float(logits[i, t] - lse[i]) for i, t in enumerate(tokens)]
+
+    def logprobs_bounded(
+        self, rows: torch.Tensor, logits: torch.Tensor, tokens: list[int], kernels: Sequence[str]
+    ) -> tuple[list[float], list[float]]:
+        """``logprobs`` and, per row, a bound on its distance from the log-probability the full
+        fp32 projection gives (0 for fp32 rows; ``screen.py`` derives the screen's).
+        ``kernels[i]``: ``kernel`` of the ``choose`` call that gave ``logits[i]``."""
+        if self.screen is None or all(k == "fp32" for k in kernels):
+            return self.logprobs(rows, logits, tokens), [0.0] * len(tokens)
+        return self.screen.log_softmax_bounded(rows, logits, tokens, kernels)
 
     def greedy(self, row: torch.Tensor, begin: bool) -> int:
         """The greedy token after one hidden state through the full projection (a drafter's

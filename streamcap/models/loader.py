@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 #: ``--precision`` values: ``auto`` picks per device and per half of the model (see below).
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
@@ -40,6 +40,12 @@ class Placement:
     device: str
     dtype_name: str
     encoder_dtype_name: str = ""  # "" = dtype_name
+    #: "int8": the encoder's Linear layers dynamically quantised (`models.quantize`), a CPU's
+    #: fp32 encoder otherwise; "" = none.
+    encoder_quant: str = ""
+    #: The encoder's precision is chosen at load by timing (`models.precision_probe`): the
+    #: loaded model's placement says what was chosen.
+    measured: bool = False
     #: Why this precision (for `streamcap models` and the loading note); not compared.
     reason: str = field(default="", compare=False)
 
@@ -66,9 +72,12 @@ class Placement:
 
     @property
     def precision(self) -> str:
-        """Short description: ``fp32``, ``fp16``, ``bf16`` or ``bf16-encoder+fp32-decoder``."""
+        """Short description: ``fp32``, ``fp16``, ``bf16``, ``bf16-encoder+fp32-decoder``,
+        ``int8-encoder+fp32-decoder``, or ``auto`` before a load has measured."""
+        if self.measured:
+            return "auto"
         dec = _SHORT.get(self.dtype_name, self.dtype_name)
-        enc = _SHORT.get(self.encoder_dtype_name, self.encoder_dtype_name)
+        enc = self.encoder_quant or _SHORT.get(self.encoder_dtype_name, self.encoder_dtype_name)
         return dec if enc == dec else f"{enc}-encoder+{dec}-decoder"
 
 
@@ -77,12 +86,16 @@ def choose_placement(device: str = "auto", precision: str = "auto") -> Placement
 
     ``precision`` (``--precision``):
 
-    - ``auto``: on CUDA fp16 for both halves; on a CPU with native bf16 and AMX
-      (`decoding.screen.cpu_bf16_is_fast`: AVX512-BF16 without AMX made the encoder slower)
-      a bf16 encoder and an fp32 decoder, else fp32. Measured on such a CPU for base: the
-      encoder 2.5x faster in bf16 (0.29 s vs 0.71 s per 30 s window) with the same
-      transcripts, but greedy decoding 1.75x slower in bf16 than fp32 (small one-token
-      matmuls gain nothing, the casts cost), so the decoder stays fp32.
+    - ``auto``: on CUDA fp16 for both halves; on a CPU an fp32 decoder and the encoder at the
+      precision measured fastest here when the model loads (`models.precision_probe`: fp32,
+      bf16 where oneDNN runs it natively, int8 for models whose int8 accuracy was measured;
+      cached per machine). CPU flags alone do not say: the bf16 encoder was 2.5x faster with
+      AMX (0.29 s vs 0.71 s per 30 s window), slower on an Intel CPU with AVX512-BF16 alone
+      (0.75 s vs 0.59 s), faster on an AMD EPYC with AVX512-BF16. Greedy decoding was 1.75x
+      slower in bf16 than fp32 (small one-token matmuls gain nothing, the casts cost), so the
+      decoder stays fp32.
+    - ``int8``: CPU only: the encoder's Linear layers dynamically quantised to int8
+      (`models.quantize`), fp32 decoder.
     - ``fp32``: fp32 everywhere.
     - ``bf16``: on CUDA bf16 for both halves (where the GPU supports it); on a CPU a bf16
       encoder and an fp32 decoder, native or not (without native bf16 it is emulated: slow).
@@ -99,6 +112,8 @@ def choose_placement(device: str = "auto", precision: str = "auto") -> Placement
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise PlacementError("--device cuda was asked for but no CUDA GPU is available")
     if device.startswith("cuda"):
+        if precision == "int8":
+            raise PlacementError("--precision int8 is for CPUs (on a GPU use fp16 or auto)")
         if precision in ("auto", "fp16"):
             return Placement(device, "float16", reason="CUDA: fp16")
         if precision == "fp32":
@@ -115,15 +130,37 @@ def choose_placement(device: str = "auto", precision: str = "auto") -> Placement
         )
     if precision == "fp32":
         return Placement(device, "float32", reason="asked for")
-    from streamcap.decoding.screen import cpu_bf16_is_fast
-
-    native = cpu_bf16_is_fast()
+    if precision == "int8":
+        return Placement(device, "float32", encoder_quant="int8", reason="asked for")
     if precision == "bf16":
+        native = bf16_native()
         why = "asked for" if native else "asked for; this CPU has no native bf16: emulated, slow"
         return Placement(device, "float32", "bfloat16", reason=why)
-    if native:  # auto
-        return Placement(device, "float32", "bfloat16", reason="CPU with AMX bf16: bf16 encoder")
-    return Placement(device, "float32", reason="CPU without AMX bf16")
+    return Placement(device, "float32", measured=True, reason="measured when the model loads")
+
+
+def bf16_native() -> bool:
+    """oneDNN runs bf16 matmuls natively on this CPU (AVX512-BF16 or AMX): bf16 is then a
+    candidate worth timing; without it bf16 is emulated (slow, but exact at that precision)."""
+    import torch
+
+    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(probe()) if probe is not None else False
+    except RuntimeError:
+        return False
+
+
+def measured_placement(name: str, model: Any, placement: Placement) -> Placement:
+    """`placement` (``auto`` on a CPU) resolved by timing `model`'s encoder here (cached)."""
+    from streamcap.models.precision_probe import encoder_choice
+
+    choice = encoder_choice(name, model, bf16_native=bf16_native())
+    if choice.precision == "bf16":
+        return Placement(placement.device, "float32", "bfloat16", reason=choice.reason)
+    if choice.precision == "int8":
+        return Placement(placement.device, "float32", encoder_quant="int8", reason=choice.reason)
+    return Placement(placement.device, "float32", reason=choice.reason)
 
 
 @dataclass(frozen=True)
@@ -171,9 +208,15 @@ def _load(name: str, path: str, placement: Placement, *, local_only: bool) -> Lo
         path, dtype=placement.dtype, attn_implementation="sdpa", local_files_only=local_only
     )
     model.to(placement.device)
-    if placement.mixed:
-        mixed_precision_encoder(model, placement.encoder_dtype)
     model.eval()
+    if placement.measured:  # `auto` on a CPU: the encoder's precision by timing
+        placement = measured_placement(name, model, placement)
+    if placement.encoder_quant == "int8":
+        from streamcap.models.quantize import int8_encoder
+
+        int8_encoder(model.model.encoder)
+    elif placement.mixed:
+        mixed_precision_encoder(model, placement.encoder_dtype)
     return LoadedModel(name, path, model, processor, placement)
 
 

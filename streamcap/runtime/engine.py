@@ -49,7 +49,11 @@ class Encoded:
 
 
 class Engine:
-    """Loads models once and decodes windows of 16 kHz mono float32 audio."""
+    """Loads models once and decodes windows of 16 kHz mono float32 audio.
+
+    ``screen``: the main decoder's vocabulary screen (``DecoderStep``): None as the CPU's rule
+    says (``decoding.screen.screen_is_default``), True on any CPU, False never.
+    """
 
     def __init__(
         self,
@@ -58,17 +62,22 @@ class Engine:
         device: str = "auto",
         threads: int | None = None,
         precision: str = "auto",
+        *,
+        screen: bool | None = None,
     ) -> None:
         if threads:
             torch.set_num_threads(threads)
         self.placement: Placement = choose_placement(device, precision)
         self.main: LoadedModel = load_model(model, self.placement)
+        self.placement = self.main.placement  # `auto` on a CPU: what the load measured
         device, dtype = self.placement.device, self.placement.dtype
         enc_dtype = self.placement.encoder_dtype  # the decoder's dtype, or bf16 on some CPUs
         self.frontend = WhisperFrontEnd(
             self.main.model, self.main.processor, device, dtype, enc_dtype
         )
-        self.decoder = SpeculativeDecoder(self.main.model, self.main.processor, device, dtype)
+        self.decoder = SpeculativeDecoder(
+            self.main.model, self.main.processor, device, dtype, screen=screen
+        )
         self.assistant: AssistantDecoder | None = None
         self.assistant_model: Any = None
         self._aligner: Aligner | None = None  # made at the first `align`

@@ -30,10 +30,15 @@ window's final would take about 0.5 s). Under a second job on the same two cores
 
 Audio: a final's audio must still be in the buffer when its decode comes back; one that
 is not (the worker more than `buffer_s` behind) gets the previous final's label.
+
+Files: `FileLabeller` runs this same stage on a file's offline finals (``streamcap transcribe
+--speakers auto FILE``). An offline final is one VAD utterance, so it holds several turns more
+often than a live one; that is what `SpeakerConfig.min_piece_s` / `max_pieces` were set for.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, replace
@@ -41,7 +46,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from streamcap.core.captions import CaptionEvent
+from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.speakers import (
     ChangePoint,
@@ -79,6 +84,14 @@ class LabelRecord:
     similarities: tuple[float, ...]
     embed_ms: float
     split_similarity: float | None = None
+
+
+def join_words(words: tuple[WordTiming, ...]) -> str:
+    """A piece's text from its words: offline words are Whisper's tokens, which carry their
+    own leading space (" Today"), live ones are bare ("Today"); each joins as it is spelled."""
+    if any(w.word[:1].isspace() for w in words):
+        return "".join(w.word for w in words).strip()
+    return " ".join(w.word for w in words)
 
 
 class SpeakerLabeller:
@@ -189,10 +202,12 @@ class SpeakerLabeller:
             d = self.tracker.assign(mean_embedding(emb), speech)
             return self._emit(ev, [(ev, d)], speech, embed_ms, None)
         # each piece in order, a neighbour of the same speaker merged back; if that leaves one
-        # piece, the final is taken whole instead (as if no change had been seen)
+        # piece, or a piece too short to found a speaker would found one, the final is taken
+        # whole instead (as if no change had been seen)
         before = self.tracker.copy()
         bounds = [0, *sorted(c.index for c in cuts), len(words)]
         ranges: list[tuple[int, int, Decision]] = []
+        whole = False
         for a, b in zip(bounds, bounds[1:], strict=False):
             piece = words[a:b]
             mask = (starts >= piece[0].start - _TOL - PAD_S) & (
@@ -201,13 +216,17 @@ class SpeakerLabeller:
             if not mask.any():  # no window inside the piece: the one nearest its middle
                 middle = (piece[0].start + piece[-1].end - self._window_s) / 2
                 mask[int(np.argmin(np.abs(starts - middle)))] = True
-            d = self.tracker.assign(mean_embedding(emb, mask), piece[-1].end - piece[0].start)
+            piece_s = piece[-1].end - piece[0].start
+            d = self.tracker.assign(mean_embedding(emb, mask), piece_s)
+            if d.new and piece_s < self.config.piece_new_speaker_s:
+                whole = True
+                break
             if ranges and ranges[-1][2].speaker == d.speaker:
                 ranges[-1] = (ranges[-1][0], b, ranges[-1][2])
             else:
                 ranges.append((a, b, d))
         split_sim = min(c.similarity for c in cuts)
-        if len(ranges) == 1:
+        if whole or len(ranges) == 1:
             self.tracker = before
             d = self.tracker.assign(mean_embedding(emb), speech)
             return self._emit(ev, [(ev, d)], speech, embed_ms, split_sim)
@@ -240,7 +259,7 @@ class SpeakerLabeller:
         a piece ends (and the next starts) halfway between their words."""
         out: list[CaptionEvent] = []
         for i, piece in enumerate(pieces):
-            text = " ".join(w.word for w in piece)
+            text = join_words(piece)
             start = ev.start if i == 0 else (pieces[i - 1][-1].end + piece[0].start) / 2
             end = ev.end if i == len(pieces) - 1 else (piece[-1].end + pieces[i + 1][0].start) / 2
             out.append(
@@ -273,3 +292,41 @@ class SpeakerLabeller:
             )
         )  # fmt: skip
         return out
+
+
+class FileLabeller:
+    """Speaker labels for a file's offline finals (`transcribe --speakers auto FILE`): the live
+    stage itself (`SpeakerLabeller`, the same rules, thresholds and renumbering), fed the
+    file's audio, read a second time in step with the finals, up to the end of each final
+    before it is labelled, exactly as the live stream has fed it by then. Offline finals come
+    one utterance at a time in order, so the labeller's buffer always holds the final's audio.
+
+    `label(caption)` takes a `Caption` of `runtime.transcribe.Transcription` and returns its
+    labelled piece(s), renumbered by this object's own `CaptionLog` (a split final adds a
+    segment and a seq, so the file's captions keep one sequence).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], labeller: SpeakerLabeller, stream: str = "file"
+    ) -> None:
+        from streamcap.audio import iter_audio_chunks
+
+        self.labeller = labeller
+        self._chunks = iter_audio_chunks(path, chunk_s=1.0)
+        self._log = CaptionLog(stream)
+
+    def _feed_to(self, t: float) -> None:
+        while self.labeller.fed_s < t:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return
+            self.labeller.feed(chunk)
+
+    def label(self, caption: Caption) -> list[Caption]:
+        """The labelled final(s) of ``caption`` (anything else passes, renumbered)."""
+        self._feed_to(caption.end + PAD_S)
+        event = CaptionEvent(
+            caption.type, caption.segment, caption.text, caption.start, caption.end,
+            caption.committed_chars, caption.latency_ms, caption.words, caption.speaker,
+        )  # fmt: skip
+        return [self._log.add(e) for e in self.labeller.process(event)]

@@ -198,7 +198,6 @@ def shared_encoder() -> VoiceEncoder:
         return _shared
 
 
-
 class _Net(nn.Module):
     """resemblyzer's ``VoiceEncoder`` network (its parameter names, so its state dict loads)."""
 

@@ -1,0 +1,151 @@
+"""The benchmark's comparisons (`streamcap bench`): precisions side by side, and streamcap's
+finals against CTranslate2 (`bench_ct2`), with the WER of the final transcripts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def compare_precisions(
+    runs: list[dict[str, Any]], items: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per precision: exactness, speed-ups against plain greedy at the same precision
+    and against the baseline's (fp32 if it ran, else the first) plain greedy, the WER of the
+    final transcripts against the manifest's ``text``, and how many transcripts differ from
+    the baseline's."""
+    baseline = next((r for r in runs if r["precision"] == "fp32"), runs[0])
+    b_plain = baseline["plain_decoder_s"]
+    b_e2e = baseline["encoder_s"] + b_plain
+    rows = []
+    for r in runs:
+        texts = [u["text"] for u in r["per_utterance"]]
+        b_texts = [u["text"] for u in baseline["per_utterance"]]
+        decodes_differ = sum(
+            a != b
+            for mine, theirs in zip(r["_decodes"], baseline["_decodes"], strict=True)
+            for a, b in zip(mine, theirs, strict=True)
+        )
+        e2e = r["encoder_s"] + r["spec_decoder_s"]
+        rows.append(
+            {
+                "precision": r["precision"],
+                "baseline": baseline["precision"],
+                "identical": r["identical"],
+                "encoder_s": r["encoder_s"],
+                "decoder_speedup": r["decoder_speedup"],
+                "end_to_end_speedup": r["end_to_end_speedup"],
+                "decoder_speedup_vs_baseline_plain": round(b_plain / r["spec_decoder_s"], 3),
+                "end_to_end_speedup_vs_baseline_plain": round(b_e2e / e2e, 3),
+                "wer": corpus_wer(items, texts),
+                "transcripts_differ": sum(a != b for a, b in zip(texts, b_texts, strict=True)),
+                "decodes_differ": decodes_differ,
+                "utterances": r["utterances"],
+                "decodes": r["decodes"],
+            }
+        )
+    return rows
+
+
+def print_comparison(rows: list[dict[str, Any]]) -> None:
+    base = rows[0]["baseline"]
+    print(
+        f"{'precision':27s}{'identical':>10s}{'enc s':>8s}{'dec x':>7s}{'e2e x':>7s}"
+        f"{'dec x vs ' + base:>16s}{'e2e x vs ' + base:>16s}{'WER %':>7s}"
+        f"{'differ from ' + base:>26s}"
+    )
+    for r in rows:
+        wer = "-" if r["wer"] is None else f"{100 * r['wer']:.2f}"
+        differ = (
+            f"{r['transcripts_differ']}/{r['utterances']} clips, "
+            f"{r['decodes_differ']}/{r['decodes']} decodes"
+        )
+        print(
+            f"{r['precision']:27s}{r['identical']!s:>10s}{r['encoder_s']:8.2f}"
+            f"{r['decoder_speedup']:6.2f}x{r['end_to_end_speedup']:6.2f}x"
+            f"{r['decoder_speedup_vs_baseline_plain']:15.2f}x"
+            f"{r['end_to_end_speedup_vs_baseline_plain']:15.2f}x{wer:>7s}{differ:>26s}"
+        )
+    print(
+        "dec x / e2e x: speculative vs plain greedy generate at the same precision (decoder "
+        f"time / encoder + decoder time); vs {base}: against {base}'s plain greedy. "
+        "WER: final transcripts vs the manifest's text, Whisper's normaliser"
+    )
+
+
+def compare_ct2(
+    args: argparse.Namespace, runs: list[dict[str, Any]], items: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """Each clip's final in streamcap (each precision) against CTranslate2 int8 and fp32 on
+    the same log-mel features and threads (`bench_ct2`): seconds, ratio and WER."""
+    import torch
+
+    from streamcap.cli.bench_ct2 import run_ct2
+
+    inputs, tokenizer, eot = runs[0]["_ct2"]
+    res = run_ct2(
+        args.model,
+        inputs,
+        torch.get_num_threads(),
+        lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+        eot,
+    )
+    if res is None:
+        print("(CTranslate2 columns skipped: ctranslate2 not installed, or not a bundled model)")
+        return None
+    rows = [
+        {"engine": f"streamcap {r['precision']}", "final_s": r["final_s"],
+         "wer": corpus_wer(items, [u["text"] for u in r["per_utterance"]])}
+        for r in runs
+    ] + [
+        {"engine": o["engine"], "final_s": round(o["final_s"], 3),
+         "wer": corpus_wer(items, o["texts"])}
+        for o in res
+    ]  # fmt: skip
+    best = min(r["final_s"] for r in rows[: len(runs)])
+    print()
+    print(f"each clip's final (encoder + greedy decode), {torch.get_num_threads()} threads")
+    print(f"{'engine':38s}{'final s':>9s}{'vs streamcap best':>19s}{'WER %':>8s}")
+    for r in rows:
+        r["ratio_to_streamcap_best"] = round(r["final_s"] / best, 3)
+        wer = "-" if r["wer"] is None else f"{100 * r['wer']:.2f}"
+        print(f"{r['engine']:38s}{r['final_s']:9.2f}{r['ratio_to_streamcap_best']:18.2f}x{wer:>8s}")
+    print("vs streamcap best: that engine's seconds / the fastest streamcap precision's")
+    return rows
+
+
+def corpus_wer(items: list[dict[str, Any]], texts: list[str]) -> float | None:
+    """Corpus WER of ``texts`` against the items' ``text`` (items without one are skipped),
+    after Whisper's English normaliser (its basic one for other languages)."""
+    import jiwer
+
+    refs, hyps = [], []
+    for item, text in zip(items, texts, strict=True):
+        norm = _normalizer(item.get("lang"))
+        ref = norm(str(item.get("text") or "")).strip()
+        if ref:
+            refs.append(ref)
+            hyps.append(norm(text).strip() or "<empty>")
+    return round(float(jiwer.wer(refs, hyps)), 4) if refs else None
+
+
+def _normalizer(lang: str | None) -> Any:
+    """Whisper's English normaliser (with its spelling map where one is installed), else the
+    basic one (the same choice as scripts/eval_stream.py)."""
+    import importlib.resources
+
+    from transformers.models.whisper.english_normalizer import (
+        BasicTextNormalizer,
+        EnglishTextNormalizer,
+    )
+
+    if lang not in (None, "en"):
+        return BasicTextNormalizer()
+    for pkg in ("whisper_normalizer", "whisper"):
+        try:
+            path = importlib.resources.files(pkg) / "normalizers" / "english.json"
+            return EnglishTextNormalizer(json.loads(path.read_text(encoding="utf-8")))
+        except (ModuleNotFoundError, FileNotFoundError, OSError):
+            continue
+    return EnglishTextNormalizer({})
