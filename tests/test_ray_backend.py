@@ -60,6 +60,7 @@ def gateway(ray_head: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     srv = ServeProcess(
         "--backend", "ray", "--ray-address", ray_head, "--replicas", "2",
         "--replica-threads", "1", "--model", "base", "--no-admission", "--record", str(record),
+        "--precision", "fp32",  # forced: the exactness test compares with an fp32 engine
         ready_timeout=400,
     )  # fmt: skip
     srv.record = record  # type: ignore[attr-defined]
@@ -264,7 +265,11 @@ def test_remote_finals_equal_plain_greedy_generate(gateway, ray_head, engine, sp
         worker.stop(timeout=60)
     finals = [(j, o) for j, o in decodes if j.kind == "final" and o.result is not None]
     assert len(finals) >= 2
-    assert engine.precision == worker.remote_snapshot()["replicas"][0]["precision"]
+    assert worker.remote_snapshot()["replicas"][0]["precision"] == "fp32"  # the gateway's flag
+    if engine.precision != "fp32":  # `auto` measured another encoder precision here
+        from streamcap.runtime.engine import Engine
+
+        engine = Engine("base", device="cpu", precision="fp32")
     for job, out in finals:
         enc = engine.encode(job.audio)
         ref, _ = reference_decode(engine.decoder, enc.enc, out.options, enc.duration_s)
