@@ -70,6 +70,9 @@ REFUSE_CLOSE_TIMEOUT_S = 0.5
 #: A subtitle response may take this long plus its size at SUBTITLE_SEND_MIN_RATE bytes/s.
 SUBTITLE_SEND_BASE_S = 10.0
 SUBTITLE_SEND_MIN_RATE = 256 * 1024
+#: A connection dropped at the accept is held unread this long first (at most TARPIT_MAX at once).
+TARPIT_S = 1.0
+TARPIT_MAX = 64
 #: Client addresses whose download budget is remembered (the least recent forgotten first).
 DOWNLOAD_ADDRESSES = 4096
 #: Rendered subtitle files kept (per stream and kind, for the state they were made from).
@@ -117,8 +120,14 @@ class CaptionServer:
         self._server: Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.viewer_done: set[asyncio.Event] = set()
+        #: connections refused at the accept that are held a moment before the drop
+        self.tarpitted = 0
         self._closing = False
-        self.connections = ConnectionBudget(config.connection_limit, config.max_pending_per_address)
+        self.connections = ConnectionBudget(
+            config.connection_limit,
+            config.max_pending_per_address,
+            accept_rate=config.max_accept_rate_per_address,
+        )
         #: rendered subtitles by (stream, kind): ((epoch, last seq), the body being made)
         self._subtitles_made: dict[tuple[str, str], tuple[tuple[str, int], asyncio.Task[bytes]]]
         self._subtitles_made = {}
@@ -660,6 +669,7 @@ def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
         _pending = False
         _address = ""
         _deadline: asyncio.TimerHandle | None = None
+        _tarpit: asyncio.Transport | None = None
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             peer = transport.get_extra_info("peername")
@@ -668,7 +678,15 @@ def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
             if why is not None:  # dropped before websockets sets anything up: cheap
                 self._dropped = True
                 server.refused("connections", why)
-                if isinstance(transport, asyncio.Transport):
+                if server.tarpitted < TARPIT_MAX and isinstance(transport, asyncio.Transport):
+                    # held unread a moment before the drop: a client that loops connections
+                    # then waits, instead of costing an accept every few hundred microseconds
+                    server.tarpitted += 1
+                    self._tarpit = transport
+                    transport.pause_reading()
+                    loop = asyncio.get_running_loop()
+                    self._deadline = loop.call_later(TARPIT_S, self._untarpit)
+                elif isinstance(transport, asyncio.Transport):
                     transport.abort()
                 else:
                     transport.close()
@@ -680,6 +698,12 @@ def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
             self._deadline = self.loop.call_later(
                 server.config.handshake_timeout_s, self._handshake_expired
             )
+
+        def _untarpit(self) -> None:
+            transport, self._tarpit = self._tarpit, None
+            if transport is not None:
+                server.tarpitted -= 1
+                transport.abort()
 
         def _handshake_expired(self) -> None:
             if self.request is None:  # no complete request in time: a slow or idle socket
@@ -693,6 +717,11 @@ def _counted_connection(server: CaptionServer) -> type[ServerConnection]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._dropped:  # never set up: nothing of websockets' to tear down
+                if self._tarpit is not None:
+                    self._tarpit = None
+                    server.tarpitted -= 1
+                    if self._deadline is not None:
+                        self._deadline.cancel()
                 return
             if self._deadline is not None:
                 self._deadline.cancel()
