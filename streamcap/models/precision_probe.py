@@ -60,16 +60,9 @@ def machine_key(model: str, threads: int) -> str:
     """Which cached choice applies: CPU model and the flags that matter, torch, threads, model."""
     import torch
 
-    name, flags = "", set[str]()
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name") and not name:
-                    name = line.partition(":")[2].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = set(line.partition(":")[2].split())
-    except OSError:
-        pass
+    from streamcap.decoding.screen import cpu_info
+
+    name, flags = cpu_info()
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8")
     have = "+".join(f for f in wanted if f in flags)
     return f"{name or 'cpu'}|{have}|torch {torch.__version__}|{threads} threads|{model}"
@@ -77,15 +70,6 @@ def machine_key(model: str, threads: int) -> str:
 
 def cache_path() -> Path:
     return cache_dir() / CACHE_FILE
-
-
-def cached(key: str) -> EncoderChoice | None:
-    try:
-        data = json.loads(cache_path().read_text(encoding="utf-8"))
-        rec = data[key]
-        return EncoderChoice(str(rec["precision"]), dict(rec["timings"]), str(rec["reason"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def all_cached() -> dict[str, EncoderChoice]:
@@ -98,6 +82,10 @@ def all_cached() -> dict[str, EncoderChoice]:
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
+
+
+def cached(key: str) -> EncoderChoice | None:
+    return all_cached().get(key)
 
 
 def store(key: str, choice: EncoderChoice) -> None:

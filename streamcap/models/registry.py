@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,3 +175,22 @@ def _safe_parts(model: BundledModel) -> list[Path]:
         return model.parts()
     except ModelNotFoundError:
         return []
+
+
+def ctranslate2_folder(name: str, into: Path) -> Path:
+    """A folder CTranslate2 can open for bundled model `name` (base's model.bin ships in parts:
+    joined under `into`; a one-part model's own folder is returned as it is)."""
+    model = BUNDLED[name]
+    parts = model.parts()
+    if len(parts) == 1:
+        return parts[0].parent
+    out = into / name
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "model.bin", "wb") as dst:
+        for part in parts:
+            with open(part, "rb") as src:
+                shutil.copyfileobj(src, dst)
+    for extra in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        if (model.source_dir() / extra).exists():
+            shutil.copy(model.source_dir() / extra, out / extra)
+    return out

@@ -40,7 +40,7 @@ from streamcap.core.captions import CaptionEvent
 from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
-from .bucket import TokenBucket
+from .bucket import BucketsByKey, TokenBucket
 from .budget import ConnectionBudget
 from .config import ServerConfig, StreamFactory, live_stream_factory
 from .hub import Hub, Publication, StreamEntry
@@ -73,8 +73,6 @@ SUBTITLE_SEND_MIN_RATE = 256 * 1024
 #: A connection dropped at the accept is held unread this long first (at most TARPIT_MAX at once).
 TARPIT_S = 1.0
 TARPIT_MAX = 64
-#: Client addresses whose download budget is remembered (the least recent forgotten first).
-DOWNLOAD_ADDRESSES = 4096
 #: Rendered subtitle files kept (per stream and kind, for the state they were made from).
 SUBTITLE_CACHE_SIZE = 16
 #: How often "out of file descriptors" is logged at most (asyncio retries accept every second).
@@ -132,7 +130,7 @@ class CaptionServer:
         self._subtitles_made: dict[tuple[str, str], tuple[tuple[str, int], asyncio.Task[bytes]]]
         self._subtitles_made = {}
         #: subtitle bytes per client address, and in all (`bucket.TokenBucket`)
-        self._downloads: dict[str, TokenBucket] = {}
+        self._downloads = BucketsByKey(config.download_rate, config.download_burst)
         self._downloads_all = TokenBucket(4 * config.download_rate, 4 * config.download_burst)
         self.started_at = time.time()
 
@@ -384,12 +382,7 @@ class CaptionServer:
         peer = connection.remote_address
         address = str(peer[0]) if peer else "?"
         now = time.monotonic()
-        mine = self._downloads.pop(address, None)
-        if mine is None:
-            mine = TokenBucket(self.config.download_rate, self.config.download_burst)
-        self._downloads[address] = mine  # most recent last: the oldest go first
-        while len(self._downloads) > DOWNLOAD_ADDRESSES:
-            del self._downloads[next(iter(self._downloads))]
+        mine = self._downloads.of(address)
         wait = max(mine.wait_s(size, now), self._downloads_all.wait_s(size, now))
         if wait > 0:
             return wait

@@ -39,3 +39,22 @@ class TokenBucket:
     def full(self, now: float) -> bool:
         self._refill(now)
         return self.tokens >= self.burst
+
+
+class BucketsByKey:
+    """A token bucket per key (a client address), made full on first use; the `most` keys
+    used most recently are remembered, the others forgotten (a forgotten key starts full)."""
+
+    def __init__(self, rate: float, burst: float, most: int = 4096) -> None:
+        self.rate, self.burst, self.most = rate, burst, most
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def of(self, key: str) -> TokenBucket:
+        bucket = self._buckets.pop(key, None) or TokenBucket(self.rate, self.burst)
+        self._buckets[key] = bucket  # most recent last: the oldest go first
+        while len(self._buckets) > self.most:
+            del self._buckets[next(iter(self._buckets))]
+        return bucket

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .bucket import TokenBucket
-
-#: Client addresses whose accept pace is remembered (the least recent forgotten first).
-PACED_ADDRESSES = 4096
+from .bucket import BucketsByKey
 
 
 class ConnectionBudget:
@@ -37,10 +34,9 @@ class ConnectionBudget:
         self.limit = limit
         self.per_address = per_address
         self.accept_rate = accept_rate
-        self.accept_burst = accept_burst
         self.open = 0
         self._pending: Counter[str] = Counter()
-        self._paces: dict[str, TokenBucket] = {}
+        self._paces = BucketsByKey(accept_rate, accept_burst) if accept_rate is not None else None
 
     @property
     def pending(self) -> int:
@@ -58,7 +54,7 @@ class ConnectionBudget:
     def refusal(self, address: str, now: float = 0.0) -> str | None:
         """Why a new connection from `address` is dropped at accept, or None (a connection
         that is not refused is counted against the address's pace)."""
-        if self.accept_rate is not None and not self._pace(address).take(1.0, now):
+        if self._paces is not None and not self._paces.of(address).take(1.0, now):
             return f"more than {self.accept_rate:g} new connections a second from {address}"
         if self.open >= self.limit:
             return f"{self.open} open (the limit is {self.limit})"
@@ -71,16 +67,6 @@ class ConnectionBudget:
             n, limit = self.pending, self.pending_limit
             return f"{n} connections not yet authenticated (the limit is {limit})"
         return None
-
-    def _pace(self, address: str) -> TokenBucket:
-        assert self.accept_rate is not None
-        pace = self._paces.pop(address, None)
-        if pace is None:
-            pace = TokenBucket(self.accept_rate, self.accept_burst)
-        self._paces[address] = pace  # most recent last
-        while len(self._paces) > PACED_ADDRESSES:
-            del self._paces[next(iter(self._paces))]
-        return pace
 
     def accept(self, address: str) -> None:
         """A new connection from `address`, pending (call only when `refusal` said None)."""
