@@ -4,7 +4,7 @@ One parser (`streamcap.cli.parser`), shared flag groups and one engine factory
 (`streamcap.cli.common`), a module per command. Errors meant for the user (`UserError`, audio
 that cannot be read, a model that cannot be found) print as one line,
 ``streamcap COMMAND: error: ...``, like argparse's own; anything else is a bug and keeps its
-traceback.
+traceback. ``streamcap`` with no command prints the help and exits 0.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ __all__ = ["build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:  # `streamcap` alone: what it can do, as `pip` and `docker` do
+        parser.print_help()
+        return 0
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -37,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         command_parser: argparse.ArgumentParser = args.command_parser
         command_parser.error(str(exc))  # usage line + "streamcap X: error: ...", exit 2
+    except BrokenPipeError:  # `streamcap models | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit flush
+        return 141  # 128 + SIGPIPE, as a shell reports a command killed by it
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return 130

@@ -50,28 +50,43 @@ def compare_precisions(
 
 def print_comparison(rows: list[dict[str, Any]]) -> None:
     base = rows[0]["baseline"]
-    print(
-        f"{'precision':27s}{'identical':>10s}{'enc s':>8s}{'dec x':>7s}{'e2e x':>7s}"
-        f"{'dec x vs ' + base:>16s}{'e2e x vs ' + base:>16s}{'WER %':>7s}"
-        f"{'differ from ' + base:>26s}"
-    )
-    for r in rows:
-        wer = "-" if r["wer"] is None else f"{100 * r['wer']:.2f}"
-        differ = (
-            f"{r['transcripts_differ']}/{r['utterances']} clips, "
-            f"{r['decodes_differ']}/{r['decodes']} decodes"
-        )
-        print(
-            f"{r['precision']:27s}{r['identical']!s:>10s}{r['encoder_s']:8.2f}"
-            f"{r['decoder_speedup']:6.2f}x{r['end_to_end_speedup']:6.2f}x"
-            f"{r['decoder_speedup_vs_baseline_plain']:15.2f}x"
-            f"{r['end_to_end_speedup_vs_baseline_plain']:15.2f}x{wer:>7s}{differ:>26s}"
-        )
+    header = ["precision", "identical", "enc s", "dec x", "e2e x", "dec x vs base",
+              "e2e x vs base", "WER %", "differ from base"]  # fmt: skip
+    cells = [
+        [r["precision"], str(r["identical"]), f"{r['encoder_s']:.2f}",
+         f"{r['decoder_speedup']:.2f}x", f"{r['end_to_end_speedup']:.2f}x",
+         f"{r['decoder_speedup_vs_baseline_plain']:.2f}x",
+         f"{r['end_to_end_speedup_vs_baseline_plain']:.2f}x", _wer(r["wer"]),
+         f"{r['transcripts_differ']}/{r['utterances']} clips, "
+         f"{r['decodes_differ']}/{r['decodes']} decodes"]
+        for r in rows
+    ]  # fmt: skip
+    print(format_table(header, cells))
     print(
         "dec x / e2e x: speculative vs plain greedy generate at the same precision (decoder "
-        f"time / encoder + decoder time); vs {base}: against {base}'s plain greedy. "
+        f"time / encoder + decoder time); vs base: against the plain greedy of {base}. "
         "WER: final transcripts vs the manifest's text, Whisper's normaliser"
     )
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    """A plain-text table: each column as wide as its widest cell, two spaces between columns,
+    the first left-aligned and the rest right-aligned. Widths come from the cells, so a long
+    precision name (``bf16-encoder+fp32-decoder``) in a header cannot run into its neighbour;
+    plain text, so a pipe or a narrow terminal gets whole lines, not wrapped cells."""
+    table = [header, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in table
+    )
+
+
+def _wer(wer: float | None) -> str:
+    return "-" if wer is None else f"{100 * wer:.2f}"
 
 
 def compare_ct2(
@@ -106,11 +121,13 @@ def compare_ct2(
     best = min(r["final_s"] for r in rows[: len(runs)])
     print()
     print(f"each clip's final (encoder + greedy decode), {torch.get_num_threads()} threads")
-    print(f"{'engine':38s}{'final s':>9s}{'vs streamcap best':>19s}{'WER %':>8s}")
     for r in rows:
         r["ratio_to_streamcap_best"] = round(r["final_s"] / best, 3)
-        wer = "-" if r["wer"] is None else f"{100 * r['wer']:.2f}"
-        print(f"{r['engine']:38s}{r['final_s']:9.2f}{r['ratio_to_streamcap_best']:18.2f}x{wer:>8s}")
+    cells = [
+        [r["engine"], f"{r['final_s']:.2f}", f"{r['ratio_to_streamcap_best']:.2f}x", _wer(r["wer"])]
+        for r in rows
+    ]
+    print(format_table(["engine", "final s", "vs streamcap best", "WER %"], cells))
     print("vs streamcap best: that engine's seconds / the fastest streamcap precision's")
     return rows
 

@@ -1,7 +1,8 @@
 """`streamcap models`: the bundled models, their state, and where they live.
 
 Paths are printed whole on lines of their own (a table column would cut them to the terminal's
-width, and a cut path cannot be copied).
+width, and a cut path cannot be copied). The table is compact (no borders, short states) so it
+fits 80 columns unwrapped, and rich sizes it to the terminal when there is one.
 """
 
 from __future__ import annotations
@@ -9,6 +10,10 @@ from __future__ import annotations
 import argparse
 
 from streamcap.errors import UserError
+
+
+#: `registry.describe`'s states, shortened for the table (the note under it says the rest).
+SHORT_STATE = {"installed (prepared on first use)": "not prepared yet"}
 
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
@@ -23,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -34,21 +40,20 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"unknown bundled model {name!r} (bundled: {', '.join(BUNDLED)})")
         print(f"{name}: {prepare_bundled(name)}")
     rows = describe()
-    table = Table(title="streamcap models")
-    table.add_column("name", no_wrap=True)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("model", no_wrap=True)
     table.add_column("description")
-    table.add_column("state")
+    table.add_column("state", no_wrap=True)
     for row in rows:
-        table.add_row(row["name"], row["description"], row["state"])
-    Console().print(table)
+        table.add_row(row["name"], row["description"], SHORT_STATE.get(row["state"], row["state"]))
+    Console(highlight=False).print(table)
+    print("(a model not prepared yet is converted on its first use, or now with --prepare)")
     print(f"cache: {cache_dir()}")
     for row in rows:
         print(f"  {row['name']}: {row['path']}")
     print(precision_line())
-    print(
-        "Any Hugging Face Whisper checkpoint also works: --model openai/whisper-large-v3 "
-        "--assistant distil-whisper/distil-large-v3 (needs network), or a local folder."
-    )
+    print("Any Hugging Face Whisper checkpoint also works (needs network), or a local folder:")
+    print("  --model openai/whisper-large-v3 --assistant distil-whisper/distil-large-v3")
     return 0
 
 
@@ -70,5 +75,6 @@ def precision_line() -> str:
         lines.append(f"    for {key.rsplit('|', 1)[0]}")
     if len(lines) == 1:
         lines.append("  not measured yet: the first load of a model measures it")
-    lines.append(f"  cached in {cache_path()} (delete it to measure again); {tail}")
+    lines.append(f"  cached in {cache_path()} (delete it to measure again)")
+    lines.append(f"  {tail}")
     return "\n".join(lines)

@@ -124,9 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="log more, and show tracebacks"
     )
-    sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
-    )
+    # not required: `streamcap` alone prints this help (`main`), not a usage error
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for command, module, text in COMMANDS:
         sub.add_parser(
             command,

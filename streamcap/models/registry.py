@@ -91,10 +91,31 @@ def is_prepared(name: str) -> bool:
     return (path / "model.safetensors").exists() and (path / "streamcap.json").exists()
 
 
-def _default_progress(total: int, desc: str) -> Progress:
-    from tqdm import tqdm
+class _RichBar(Progress):
+    """The conversion's progress bar on stderr, drawn by rich (the library every command
+    already uses for its live output); transient: it leaves no line behind, and draws
+    nothing when stderr is not a terminal."""
 
-    return tqdm(total=total, desc=desc, unit="tensor", leave=False)
+    def __init__(self, total: int, desc: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            console=Console(stderr=True), transient=True,
+        )  # fmt: skip
+        self._task = self._bar.add_task(desc, total=total)
+        self._bar.start()
+
+    def update(self, n: int = 1) -> None:
+        self._bar.advance(self._task, n)
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def _default_progress(total: int, desc: str) -> Progress:
+    return _RichBar(total, desc)
 
 
 def prepare_bundled(
