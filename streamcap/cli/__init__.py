@@ -31,11 +31,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from streamcap.cli.common import UsageError
+    from streamcap.cli.common import UsageError, check_model_names
     from streamcap.errors import user_message
 
     prog = f"{parser.prog} {args.command}"
     try:
+        # `--model small`: one line in a fraction of a second, before the command imports torch
+        check_model_names(getattr(args, "model", None), getattr(args, "assistant", None))
         return int(args.func(args) or 0)
     except UsageError as exc:
         command_parser: argparse.ArgumentParser = args.command_parser

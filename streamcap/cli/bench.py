@@ -172,8 +172,10 @@ def read_manifest(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Each ``--precision`` in turn (a model load each), then the precisions compared."""
+    from streamcap.cli.bench_compare import require_wer
     from streamcap.models.loader import choose_placement
 
+    require_wer()
     items = read_manifest(args)  # before the model loads
     precisions = list(getattr(args, "precisions", None) or [getattr(args, "precision", "auto")])
     for precision in precisions:  # a precision this machine cannot run fails before any load

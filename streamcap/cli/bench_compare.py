@@ -132,6 +132,19 @@ def compare_ct2(
     return rows
 
 
+def require_wer() -> None:
+    """UserError, before any model loads, when jiwer (the `bench` extra) is missing: the WER
+    columns are half of what the benchmark reports."""
+    from streamcap.errors import UserError
+
+    try:
+        import jiwer  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "the jiwer package is needed for the WER columns: pip install 'streamcap[bench]'"
+        ) from None
+
+
 def corpus_wer(items: list[dict[str, Any]], texts: list[str]) -> float | None:
     """Corpus WER of ``texts`` against the items' ``text`` (items without one are skipped),
     after Whisper's English normaliser (its basic one for other languages)."""

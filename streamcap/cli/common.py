@@ -313,6 +313,8 @@ def speaker_stage(args: argparse.Namespace, clock: Any = None) -> Any:
 def load_engine(args: argparse.Namespace) -> Engine:
     """The one engine factory: check the device, say that the model loads, load it, and check
     that it can do what the flags ask (language, task) before any audio flows."""
+    name = getattr(args, "model", None) or "base"
+    assistant = getattr(args, "assistant", None)
     from streamcap.models.loader import choose_placement
     from streamcap.runtime.engine import Engine
 
@@ -320,8 +322,6 @@ def load_engine(args: argparse.Namespace) -> Engine:
     precision = getattr(args, "precision", "auto") or "auto"
     # a device or precision that cannot be used here: PlacementError, a UserError (one line)
     placement = choose_placement(device, precision)
-    name = getattr(args, "model", None) or "base"
-    assistant = getattr(args, "assistant", None)
     with_assistant = f" with assistant {assistant}" if assistant else ""
     say(f"loading model {name}{with_assistant} ({placement.device}, {placement.precision}) ...")
     try:  # an unknown or damaged model raises its own one-line errors (see streamcap.errors)
@@ -334,6 +334,18 @@ def load_engine(args: argparse.Namespace) -> Engine:
         say(f"precision {engine.precision} ({engine.placement.reason})")
     check_model_options(engine, getattr(args, "language", None), getattr(args, "task", None))
     return engine
+
+
+def check_model_names(*names: str | None) -> None:
+    """`ModelNotFoundError` (one line) for a model name that is neither bundled, a local model
+    folder nor shaped like a hub id: the registry's own rule (`registry.resolve` without
+    preparing anything). `streamcap.cli.main` checks every command's --model and --assistant
+    with it before the command runs (before torch is imported), so a typo costs no load."""
+    from streamcap.models.registry import resolve
+
+    for name in names:
+        if name:
+            resolve(name, prepare=False)
 
 
 def check_model_options(engine: Engine, language: str | None, task: str | None) -> None:

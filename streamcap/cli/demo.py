@@ -41,8 +41,10 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
         help="speech file to replay (default: the bundled JFK sample)",
     )
     g.add_argument(
-        "--keep-serving", action="store_true", help="keep the server running after the sample"
-    )
+        "--keep-serving", action="store_true",
+        help="keep the server running after the sample (open the overlay, speak into the mic "
+        "page) until Ctrl-C",
+    )  # fmt: skip
     add_model_flags(p)
     p.set_defaults(func=run)
 
@@ -79,7 +81,9 @@ async def _demo(
     await server.start()
     stream = args.stream
     out.print(f"[bold]streamcap demo[/]: server on {server.url('/')}")
-    out.print(f"overlay: [link]{server.url('/overlay')}?stream={stream}[/link]")
+    until = "" if args.keep_serving else "  (up until the sample ends; or --keep-serving)"
+    overlay = f"{server.url('/overlay')}?stream={stream}"
+    out.print(f"overlay: [link]{overlay}[/link]{until}", soft_wrap=True)
     base = server.url("", websocket=True)
     finals: list[str] = []
     live = {"partial": ""}
@@ -125,8 +129,12 @@ async def _demo(
         if args.keep_serving:
             out.print(f"still serving on {server.url('/')} — Ctrl-C to stop")
             out.print(f"open the mic page {server.url('/')} or the overlay above")
-            await run_until_signal(server)
+            await run_until_signal(server, "streamcap demo")
             return 0
+        out.print(
+            "server stopped: --keep-serving keeps it up for the overlay and the mic page",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -11,7 +11,6 @@ import argparse
 
 from streamcap.errors import UserError
 
-
 #: `registry.describe`'s states, shortened for the table (the note under it says the rest).
 SHORT_STATE = {"installed (prepared on first use)": "not prepared yet"}
 

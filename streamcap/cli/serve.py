@@ -382,14 +382,16 @@ def startup_lines(server: CaptionServer) -> list[str]:
     return lines
 
 
-async def run_until_signal(server: CaptionServer) -> None:
+async def run_until_signal(server: CaptionServer, prog: str = "streamcap serve") -> None:
+    """Serve until SIGINT/SIGTERM, then close (open utterances get their finals); ``prog`` is
+    the command that speaks (`demo --keep-serving` runs this too)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    say("streamcap serve: shutting down (finishing open utterances)...")
+    say(f"{prog}: shutting down (finishing open utterances)...")
     await server.close()
 
 

@@ -61,6 +61,12 @@ BUNDLED: dict[str, BundledModel] = {
 }
 
 DEFAULT_MODEL = "base"
+#: openai-whisper's model names: `--model small` is one of these, not bundled, and the error
+#: names its hub id (openai/whisper-small), as openai-whisper users expect.
+WHISPER_SIZES = frozenset(
+    {"tiny", "tiny.en", "base", "base.en", "small", "small.en", "medium", "medium.en",
+     "large", "large-v1", "large-v2", "large-v3", "large-v3-turbo", "turbo"}
+)  # fmt: skip
 _FORMAT_VERSION = 1  # bump when the conversion changes, so caches are rebuilt
 
 
@@ -162,6 +168,11 @@ def resolve(name: str, *, prepare: bool = True) -> str:
         raise ModelNotFoundError(f"{name}: no such model folder")
     if "/" not in name:
         known = ", ".join(BUNDLED)
+        if name in WHISPER_SIZES:
+            raise ModelNotFoundError(
+                f"unknown model {name!r}: its hub id is openai/whisper-{name} (--model "
+                f"openai/whisper-{name}, downloaded on first use); bundled: {known}"
+            )
         raise ModelNotFoundError(
             f"unknown model {name!r}: use a bundled model ({known}), a hub id such as "
             "openai/whisper-large-v3, or a local folder"
