@@ -13,7 +13,7 @@ class CaptionModel {
   reset() {
     this.lastSeq = 0;
     this.epoch = ""; // the server log's identity: a seq means something only within it
-    this.finals = []; // {segment, text, speaker}
+    this.finals = []; // {segment, text, speaker, times}
     this.partials = new Map(); // speaker -> latest partial event not yet superseded by a final
     this.generation = (this.generation || 0) + 1; // bumps when the stream restarts
   }
@@ -41,7 +41,7 @@ class CaptionModel {
     const who = typeof ev.speaker === "string" ? ev.speaker : "";
     if (ev.type === "final") {
       const text = (ev.text || "").trim();
-      if (text) this.finals.push({ segment: ev.segment, text, speaker: who });
+      if (text) this.finals.push({ segment: ev.segment, text, speaker: who, times: wordTimes(text, ev.words) });
       if (this.finals.length > this.maxFinals) this.finals.splice(0, this.finals.length - this.maxFinals);
       // the final replaces its segment's partial, and its speaker's older ones
       for (const [k, p] of this.partials) {
@@ -96,8 +96,61 @@ class CaptionModel {
   }
 }
 
+/** A final's word times as [start, until] per word of `text` (split at spaces, as the wire
+ *  protocol numbers them), `until` being the next word's start (the last word's end): a word
+ *  stays highlighted through the pause after it. null when the final has no usable times (no
+ *  `words`, or another word count: then nothing is highlighted rather than the wrong word). */
+function wordTimes(text, words) {
+  const n = text.split(/\s+/).filter(Boolean).length;
+  if (!Array.isArray(words) || words.length !== n) return null;
+  const ok = words.every((w) => w && Number.isFinite(w.start) && Number.isFinite(w.end));
+  if (!ok) return null;
+  return words.map((w, i) => [w.start, i + 1 < n ? Math.max(w.start, words[i + 1].start) : w.end]);
+}
+
+/** Where the read-along of each speaker is, in that speaker's audio seconds. A final arrives
+ *  after its speech ended, so its words cannot light up while they are said; instead they are
+ *  played back from the moment they appear, at the pace they were spoken. The playhead then
+ *  stops at the last word heard; the next final continues from there (a pause is skipped), and
+ *  when it lags more than `maxLag` s behind what has arrived (a backlog, a replay on connect)
+ *  it jumps to the newest final. One clock per speaker: each publisher of a room has its own
+ *  audio time. */
+class WordClock {
+  constructor(maxLag = 8) {
+    this.maxLag = maxLag;
+    this.voices = new Map(); // who -> {audio, wall, end}
+  }
+
+  /** A final of `who` with `times` ([start, until] per word) arrived at `now` (ms). */
+  add(who, times, now) {
+    if (!times || !times.length) return;
+    const first = times[0][0];
+    const last = times[times.length - 1][1];
+    const at = this.at(who, now);
+    const v = this.voices.get(who);
+    const jump = !v || last - at > this.maxLag;
+    this.voices.set(who, {
+      audio: jump ? first : Math.max(first, at), wall: now, end: jump ? last : Math.max(last, v.end),
+    });
+  }
+
+  /** The playhead of `who` at `now` (ms): -Infinity before any timed final. */
+  at(who, now) {
+    const v = this.voices.get(who);
+    return v ? Math.min(v.end, v.audio + (now - v.wall) / 1000) : -Infinity;
+  }
+
+  /** Seconds of read-along still to play, the longest over all speakers (0 when idle). */
+  remaining(now) {
+    let most = 0;
+    for (const [who, v] of this.voices) most = Math.max(most, v.end - this.at(who, now));
+    return most;
+  }
+}
+
 /** Keeps one /captions connection alive: reconnects with backoff and resumes from the last
- *  seq it saw, so nothing is missed. `onEvent(ev)`, `onStatus(state, detail)`. */
+ *  seq it saw, so nothing is missed. `onEvent(ev)`, `onStatus(state, detail, retryMs)`
+ *  (`retryMs`: when the next attempt starts, on a drop). */
 class CaptionConnection {
   constructor({ server, stream, token, model, onEvent, onStatus }) {
     this.server = server;
@@ -110,6 +163,7 @@ class CaptionConnection {
     this.closed = false;
     this.ws = null;
     this.timer = null;
+    this.notYet = false; // the last refusal was "unknown stream": it may exist soon
   }
 
   url() {
@@ -127,8 +181,7 @@ class CaptionConnection {
     try {
       ws = new WebSocket(this.url());
     } catch (e) {
-      this.onStatus("error", String(e));
-      this.retry();
+      this.onStatus("error", String(e), this.retry());
       return;
     }
     this.ws = ws;
@@ -141,9 +194,11 @@ class CaptionConnection {
         return;
       }
       if (ev.type === "error") {
+        this.notYet = ev.code === 1008 && /^unknown stream/.test(String(ev.reason || ""));
         this.onStatus("error", describeError(ev, "view"));
         return;
       }
+      this.notYet = false;
       this.delay = 500; // data flows: the next drop reconnects quickly again
       this.onEvent(ev);
     };
@@ -151,16 +206,21 @@ class CaptionConnection {
       if (this.ws !== ws) return;
       this.ws = null;
       if (this.closed) return;
-      this.onStatus("reconnecting", e.code ? `${e.code} ${e.reason || ""}`.trim() : "");
-      this.retry();
+      const wait = this.retry();
+      this.onStatus("reconnecting", e.code ? `${e.code} ${e.reason || ""}`.trim() : "", wait);
     };
   }
 
+  /** Reconnect after a backoff; returns the wait in ms. A stream that does not exist yet
+   *  (`--unknown-stream reject`) is asked for again within 3 s: it appears when its publisher
+   *  starts, and a viewer should not wait 15 s for it; anything else backs off to 15 s. */
   retry() {
-    const wait = this.delay * (0.75 + Math.random() * 0.5);
-    this.delay = Math.min(this.delay * 2, 15000);
+    const cap = this.notYet ? 3000 : 15000;
+    const wait = Math.min(this.delay, cap) * (0.75 + Math.random() * 0.5);
+    this.delay = Math.min(this.delay * 2, cap);
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.open(), wait);
+    return wait;
   }
 
   close() {
@@ -189,7 +249,7 @@ class LineLayout {
     this.openWidth = 0;
   }
 
-  _place(lines, state, word, cls, color, who, live) {
+  _place(lines, state, word, cls, color, who, live, time) {
     const w = this.measure(word);
     const add = state.line.length ? this.space + w : w;
     if (state.line.length && state.width + add > this.maxWidth) {
@@ -200,15 +260,19 @@ class LineLayout {
     const w2 = color ? { text: word, cls, color } : { text: word, cls };
     if (who) w2.who = who; // whose words (a name prefixes a speaker's first line on screen)
     if (live) w2.live = true; // a partial's word, laid out after the committed ones
+    if (time) w2.time = time; // [start, until] in the speaker's audio seconds (read-along)
     state.line.push(w2);
     state.width += state.line.length > 1 ? this.space + w : w;
   }
 
-  /** Place final words (`cls` "speaker" for a name, with its `color`; `who` spoke them). */
-  commit(text, cls = "committed", color = "", who = "") {
+  /** Place final words (`cls` "speaker" for a name, with its `color`; `who` spoke them;
+   *  `times`: [start, until] per word, or null). */
+  commit(text, cls = "committed", color = "", who = "", times = null) {
     const state = { line: this.open, width: this.openWidth };
     const done = [];
-    for (const word of text.split(/\s+/).filter(Boolean)) this._place(done, state, word, cls, color, who);
+    text.split(/\s+/).filter(Boolean).forEach((word, i) => {
+      this._place(done, state, word, cls, color, who, false, times && times[i]);
+    });
     this.frozen.push(...done);
     this.open = state.line;
     this.openWidth = state.width;
@@ -270,10 +334,11 @@ function defaultServer() {
   return `${proto}//${window.location.host}`;
 }
 
-/** A colour per speaker, in the order they first appear (stable for the page's life). */
+/** A colour per speaker, in the order they first appear (stable for the page's life). Each
+ *  keeps WCAG AA (4.5:1) on the overlay's default box over a white scene as over a black one. */
 class SpeakerColors {
   constructor(palette) {
-    this.palette = palette || ["#ffd54f", "#4fc3f7", "#aed581", "#f48fb1", "#ffb74d", "#ce93d8", "#80cbc4", "#e0e0e0"];
+    this.palette = palette || ["#ffd54f", "#4fc3f7", "#aed581", "#f8bbd0", "#ffb74d", "#e1bee7", "#80cbc4", "#e0e0e0"];
     this.seen = new Map();
   }
 
@@ -284,7 +349,7 @@ class SpeakerColors {
   }
 }
 
-window.Streamcap = {
-  CaptionModel, CaptionConnection, LineLayout, SpeakerColors, captionParams, defaultServer,
-  describeError,
-};
+window.Streamcap = Object.assign(window.Streamcap || {}, {
+  CaptionModel, CaptionConnection, LineLayout, SpeakerColors, WordClock, captionParams,
+  defaultServer, describeError, wordTimes,
+});
