@@ -2,7 +2,9 @@
 
 libsndfile (``soundfile``) is tried first for its own formats (WAV, FLAC, Ogg, AIFF, ...): fast
 and exact. Everything else (MP3, M4A, MP4/MKV video, WebM, ...) and whatever libsndfile cannot
-open goes through FFmpeg via PyAV. Resampling is soxr HQ.
+open goes through FFmpeg via PyAV. Resampling is soxr HQ. A decoded stream is cut to the audio
+that was encoded (``_Span``): FFmpeg drops an MP4's encoder priming but not the padding of its last
+AAC frame, nor the priming of AAC in a container that does not record it (ADTS ``.aac``, MPEG-TS).
 Every failure a user can cause (missing, empty, corrupt, video-only, zero-length) becomes an
 ``AudioError`` with a one-line message.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -113,16 +116,73 @@ def _sf_blocks(f: sf.SoundFile, p: Path) -> Iterator[_Block]:
         f.close()
 
 
+#: AAC-LC's inherent delay: its MDCT frames overlap by 1024 samples, so every LC encoder primes at
+#: least that much (FFmpeg's encoder exactly 1024, Apple's 2112). Cutting 1024 is never too much.
+_AAC_LC_PRIMING = 1024
+
+
+def _seconds(ts: int | None, time_base: Fraction | None) -> Fraction | None:
+    return None if ts is None or time_base is None else ts * Fraction(time_base)
+
+
+class _Span:
+    """Which decoded samples are the encoded audio: [priming, end) in samples at the stream's rate.
+
+    Why: AAC decodes with 1024+ samples of encoder priming before the signal and pads its last
+    frame. MP4 records both (edit list); FFmpeg skips the priming it marks but keeps the padding,
+    so a video's audio ran 6-8 ms longer than the WAV it was made from. ADTS and MPEG-TS record
+    neither: there the 1024 samples of priming stayed and the audio lagged the original by 23 ms
+    at 44.1 kHz (64 ms at 16 kHz). Only an MP4/MOV track's duration is exact (elsewhere FFmpeg may
+    estimate it from the bit rate), so only it cuts the end.
+    """
+
+    def __init__(
+        self, container: av.container.InputContainer, stream: av.audio.stream.AudioStream
+    ) -> None:
+        self._stream = stream
+        self._exact_end = "mov" in container.format.name.split(",")
+        self._rate = 0
+        self.first_packet_pts: int | None = None
+        self.pos = 0  # decoded samples so far (before the cut)
+        self.start = 0
+        self.end: int | None = None
+
+    def begin(self, frame: av.AudioFrame) -> None:
+        """At the first decoded frame: find the priming left in and the stream's exact end."""
+        s = self._stream
+        self._rate = frame.sample_rate
+        cc = s.codec_context
+        # A demuxer that knows the priming gives its packets times before the first frame's.
+        marked = self.first_packet_pts is not None and frame.pts != self.first_packet_pts
+        if cc.name == "aac" and cc.profile == "LC" and not marked:
+            self.start = _AAC_LC_PRIMING
+        first = _seconds(frame.pts, frame.time_base)
+        start, length = _seconds(s.start_time, s.time_base), _seconds(s.duration, s.time_base)
+        if self._exact_end and first is not None and start is not None and length is not None:
+            self.end = round((start + length - first) * self._rate)
+
+    def cut(self, data: np.ndarray, rate: int) -> np.ndarray:
+        """The part of ``data`` (channels, n), the next decoded samples, that is encoded audio."""
+        if rate != self._rate:  # the stream changed rate: sample counts no longer line up
+            self.end, self._rate = None, rate
+        lo, self.pos = self.pos, self.pos + data.shape[-1]
+        end = self.pos if self.end is None else self.end
+        return data[:, max(0, self.start - lo) : max(0, end - lo)]
+
+
 def _av_blocks(
     container: av.container.InputContainer, stream: av.audio.stream.AudioStream, p: Path
 ) -> Iterator[_Block]:
     """Decode the first audio stream; skip corrupt packets like ``ffmpeg`` does."""
     converter: av.AudioResampler | None = None
+    span = _Span(container, stream)
     bad_packets = 0
     decoded = 0
     first_error = ""
     try:
         for packet in container.demux(stream):
+            if span.first_packet_pts is None:
+                span.first_packet_pts = packet.pts
             try:
                 frames = packet.decode()
             except av.error.FFmpegError as e:
@@ -133,13 +193,14 @@ def _av_blocks(
                 if converter is None:
                     # Planar float at the frame's own rate and layout: downmix and rate are ours.
                     converter = av.AudioResampler(format="fltp")
+                    span.begin(frame)
                 try:
                     out = converter.resample(frame)
                 except ValueError:  # layout or rate changed mid-stream: start a new converter
                     converter = av.AudioResampler(format="fltp")
                     out = converter.resample(frame)
                 for f in out:
-                    data = f.to_ndarray()
+                    data = span.cut(f.to_ndarray(), f.sample_rate)
                     if data.shape[-1]:
                         decoded += data.shape[-1]
                         yield data.mean(axis=0, dtype=np.float32), float(f.sample_rate)
