@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from streamcap.cli.parser import build_parser
+from streamcap.cli.parser import apply_config, build_parser, print_config
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     prog = f"{parser.prog} {args.command}"
     try:
+        args = apply_config(parser, args, argv)  # --config FILE.toml under the flags
+        if getattr(args, "print_config", False):
+            print_config(args)
+            return 0
         # `--model small`: one line in a fraction of a second, before the command imports torch
         check_model_names(getattr(args, "model", None), getattr(args, "assistant", None))
         return int(args.func(args) or 0)

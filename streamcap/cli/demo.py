@@ -127,9 +127,12 @@ async def _demo(
             f"for {seconds:.1f} s of audio"
         )
         if args.keep_serving:
-            out.print(f"still serving on {server.url('/')} — Ctrl-C to stop")
-            out.print(f"open the mic page {server.url('/')} or the overlay above")
-            await run_until_signal(server, "streamcap demo")
+
+            def ready() -> None:
+                out.print(f"still serving on {server.url('/')} — Ctrl-C to stop")
+                out.print(f"open the mic page {server.url('/')} or the overlay above")
+
+            await run_until_signal(server, "streamcap demo", ready)
             return 0
         out.print(
             "server stopped: --keep-serving keeps it up for the overlay and the mic page",

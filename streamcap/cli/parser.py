@@ -14,6 +14,11 @@ from typing import Any
 
 PROG = "streamcap"
 
+#: Commands that take ``--config FILE.toml`` and ``--print-config`` (`apply_config`).
+CONFIG_COMMANDS = frozenset({"serve"})
+#: Destinations that are not configuration: never keys of a config file.
+_NOT_CONFIG = frozenset({"help", "config", "print_config", "verbose"})
+
 #: (command, module in streamcap.cli, one-line help), in the order `--help` lists them.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("transcribe", "transcribe", "audio or video files to text and subtitles (--live: live)"),
@@ -108,6 +113,8 @@ def _populate(command: str, module: str) -> Callable[[argparse.ArgumentParser], 
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
             help="log more, and show tracebacks",
         )  # fmt: skip
+        if command in CONFIG_COMMANDS:
+            add_config_flags(p, command)
         p.set_defaults(command_parser=p)
 
     return populate
@@ -135,3 +142,180 @@ def build_parser() -> argparse.ArgumentParser:
             populate=_populate(command, module),
         )
     return parser
+
+
+# --------------------------------------------------------------------------- config files
+
+
+def add_config_flags(p: argparse.ArgumentParser, command: str) -> None:
+    g = p.add_argument_group(
+        "config file",
+        "Every flag above is a key, named as the flag without its dashes: max-streams = 8\n"
+        '(underscores also accepted); a list flag takes a list: allow-origin = ["https://a"];\n'
+        "a switch is its destination set to true or false: --no-admission is\n"
+        "admission = false. Flags given on the command line win over the file.",
+    )
+    g.add_argument(
+        "--config", metavar="FILE.toml",
+        help=f"read the flags of `{PROG} {command}` from this TOML file (default: none)",
+    )  # fmt: skip
+    g.add_argument(
+        "--print-config", action="store_true",
+        help="print the effective configuration (file and flags) as TOML and exit; it reads "
+        "back with --config",
+    )  # fmt: skip
+
+
+def config_actions(p: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """The actions a config file may set, by destination: every shown flag except help,
+    --config itself and -v (hidden aliases share a shown flag's destination)."""
+    out: dict[str, argparse.Action] = {}
+    for action in p._actions:
+        if (
+            action.option_strings
+            and action.dest not in _NOT_CONFIG
+            and action.help is not argparse.SUPPRESS
+        ):
+            out.setdefault(action.dest, action)
+    return out
+
+
+def apply_config(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """`args` with the ``--config`` file underneath the command line: the file's values become
+    the command's defaults and the command line is parsed again, so argparse's own rule makes
+    a flag given there win (a list flag given there replaces the file's list). `UserError`
+    (one line) for a file that cannot be read, an unknown key or a value of the wrong type."""
+    path = getattr(args, "config", None)
+    if not path:
+        return args
+    command_parser: argparse.ArgumentParser = args.command_parser
+    values = read_config(path, config_actions(command_parser))
+    for dest, value in list(values.items()):
+        given = getattr(args, dest, None)
+        if isinstance(value, list) and given and given != command_parser.get_default(dest):
+            del values[dest]  # `--allow-origin X` on the command line: the file's list goes
+    command_parser.set_defaults(**values)
+    return parser.parse_args(argv)
+
+
+def read_config(path: str, actions: dict[str, argparse.Action]) -> dict[str, Any]:
+    """The file's keys as destinations and checked values (each through its flag's own type
+    and choices)."""
+    import sys
+
+    from streamcap.errors import UserError
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise UserError(f"cannot read --config {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML: {e}") from None
+    options = {o.lstrip("-"): a for a in actions.values() for o in a.option_strings}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        dest = key.replace("-", "_")
+        action = actions.get(dest)
+        if action is None and isinstance(value, dict):
+            raise UserError(f"{path}: [{key}]: no tables: write the keys at the top of the file")
+        if action is None:
+            raise UserError(f"{path}: {_unknown_key(key, actions, options)}")
+        try:
+            values[dest] = _config_value(action, value)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as e:
+            raise UserError(f"{path}: {dest.replace('_', '-')}: {e}") from None
+    return values
+
+
+def _unknown_key(key: str, actions: dict[str, argparse.Action], options: dict[str, Any]) -> str:
+    """The message for a key that is no flag's destination, with the closest one."""
+    import difflib
+
+    flag = options.get(key) or options.get(key.replace("_", "-"))
+    if flag is not None:  # a switch written as its flag: no-admission = true
+        return (
+            f"unknown key {key!r}: the flag --{key} is the key "
+            f"{flag.dest.replace('_', '-')} = {str(not flag.default).lower()}"
+        )
+    names = [d.replace("_", "-") for d in actions]
+    # two: a swap of letters (prot) scores below a longer name (prompt) for difflib
+    close = difflib.get_close_matches(key.replace("_", "-"), names, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    return f"unknown key {key!r}{hint}; the keys are the flags of --help without their dashes"
+
+
+def _config_value(action: argparse.Action, value: Any) -> Any:
+    """`value` as the flag would have set it: a switch takes true/false, a repeatable flag a
+    list (or one value), any other flag one value, through the flag's type and choices; TOML's
+    own types must match (a number for a number, a string for a string)."""
+    if action.nargs == 0:  # store_true / store_false
+        if not isinstance(value, bool):
+            raise TypeError(f"expects true or false, got {_toml_kind(value)}")
+        return value
+    if isinstance(action, argparse._AppendAction):
+        items = value if isinstance(value, list) else [value]
+        return [_one_value(action, v) for v in items]
+    return _one_value(action, value)
+
+
+def _one_value(action: argparse.Action, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise TypeError(f"expects a single value, got {_toml_kind(value)}")
+    try:
+        converted = action.type(str(value)) if callable(action.type) else str(value)
+    except ValueError:  # a plain int or float flag (typed ones raise ArgumentTypeError)
+        kind = "a whole number" if action.type is int else "a number"
+        raise ValueError(f"expects {kind}, got {value!r}") from None
+    numeric = isinstance(converted, (int, float)) and not isinstance(converted, bool)
+    if numeric and isinstance(value, str):
+        raise TypeError(f"expects a number, got the string {value!r}")
+    if not numeric and not isinstance(value, str):
+        raise TypeError(f"expects a string, got the number {value!r}")
+    if action.choices is not None and converted not in action.choices:
+        choices = ", ".join(map(str, action.choices))
+        raise ValueError(f"{value!r} is not one of {choices}")
+    return converted
+
+
+def _toml_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return f"{value!r}"
+
+
+def effective_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The command's configuration after the file and the flags, as TOML values: every config
+    key whose value is set (unset ones, None, are left out: TOML has no null)."""
+    from pathlib import PurePath
+
+    out: dict[str, Any] = {}
+    for dest in config_actions(args.command_parser):
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = [str(v) if isinstance(v, PurePath) else v for v in value]
+        elif isinstance(value, PurePath):
+            value = str(value)
+        out[dest.replace("_", "-")] = value
+    return out
+
+
+def print_config(args: argparse.Namespace) -> None:
+    """``--print-config``: the effective configuration as TOML on stdout."""
+    import tomli_w
+
+    print(f"# {PROG} {args.command} --config FILE.toml: flags given on the command line win")
+    print(tomli_w.dumps(effective_config(args)), end="")

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -382,14 +383,20 @@ def startup_lines(server: CaptionServer) -> list[str]:
     return lines
 
 
-async def run_until_signal(server: CaptionServer, prog: str = "streamcap serve") -> None:
+async def run_until_signal(
+    server: CaptionServer, prog: str = "streamcap serve", ready: Callable[[], None] | None = None
+) -> None:
     """Serve until SIGINT/SIGTERM, then close (open utterances get their finals); ``prog`` is
-    the command that speaks (`demo --keep-serving` runs this too)."""
+    the command that speaks (`demo --keep-serving` runs this too). ``ready`` (the URLs) runs
+    once the handlers are in place: a Ctrl-C right after the URLs shows still shuts down
+    cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready()
     await stop.wait()
     say(f"{prog}: shutting down (finishing open utterances)...")
     await server.close()
@@ -423,9 +430,12 @@ def run_serve(args: argparse.Namespace) -> int:
     async def main() -> None:
         server = CaptionServer(config, worker, _stream_factory(args, worker, config))
         await server.start()
-        for line in startup_lines(server):
-            err.print(line, highlight=False, markup=False, soft_wrap=True)
-        await run_until_signal(server)
+
+        def ready() -> None:
+            for line in startup_lines(server):
+                err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+        await run_until_signal(server, ready=ready)
 
     try:
         asyncio.run(main())
