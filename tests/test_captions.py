@@ -16,6 +16,7 @@ from streamcap.formats import (
     CaptionWriter,
     JsonlWriter,
     SrtWriter,
+    TranscriptJsonlWriter,
     TxtWriter,
     VttWriter,
     format_of,
@@ -201,7 +202,7 @@ def test_split_cues_packs_short_sentences_and_splits_long_ones_evenly() -> None:
 
 
 def test_formats_and_format_of() -> None:
-    assert FORMATS == ("srt", "vtt", "jsonl", "txt")
+    assert FORMATS == ("srt", "vtt", "jsonl", "txt", "json")
     assert format_of("a.SRT") == "srt" and format_of(Path("x/b.jsonl")) == "jsonl"
     assert format_of("a.doc") is None and format_of("captions") is None
 
@@ -263,7 +264,8 @@ def test_base_writer_is_abstract() -> None:
 
 @pytest.mark.parametrize(
     ("name", "cls"),
-    [("a.srt", SrtWriter), ("a.VTT", VttWriter), ("a.jsonl", JsonlWriter), ("a.txt", TxtWriter)],
+    [("a.srt", SrtWriter), ("a.VTT", VttWriter), ("a.jsonl", TranscriptJsonlWriter),
+     ("a.txt", TxtWriter)],  # fmt: skip
 )
 def test_open_writer_by_suffix_flushes_each_write(tmp_path: Path, name: str, cls: type) -> None:
     path = tmp_path / name

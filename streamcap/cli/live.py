@@ -3,7 +3,9 @@
 Both run the same `LiveStream` on an `InferenceWorker` as the caption server. Here a file is
 replayed, paced in real time (``--clock real``) or on the computation-aware simulated clock
 (``--clock simulated``), and every partial and final is printed with the stream time it came
-out at: what a viewer would have seen, and when.
+out at: what a viewer would have seen, and when. On a terminal the partial is rewritten in place
+and each final gets its own line (`LiveLines`, dictate's display too); piped, every event is a
+line.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from streamcap.cli.common import (
     say,
     speaker_stage,
 )
-from streamcap.cli.outputs import Writers, plan_outputs
+from streamcap.cli.outputs import Writers, cue_style_of, plan_outputs
 
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption, CaptionEvent
@@ -47,11 +49,71 @@ def ready_engine(args: argparse.Namespace, config: LiveConfig) -> Engine:
     return engine
 
 
+def caption_head(cap: Caption, at: float) -> str:
+    """What a replayed event's line starts with: emit time, kind, segment, audio span."""
+    kind = "FINAL  " if cap.type == "final" else "partial"
+    return f"[{at:7.2f}s] {kind} #{cap.segment:<3d} {cap.start:7.2f}-{cap.end:7.2f}  "
+
+
 def format_caption(cap: Caption, at: float) -> str:
     """One line for a caption event: emit time, kind, segment, audio span, text."""
-    kind = "FINAL  " if cap.type == "final" else "partial"
-    text = f"{cap.speaker}: {cap.text}" if cap.speaker else cap.text
-    return f"[{at:7.2f}s] {kind} #{cap.segment:<3d} {cap.start:7.2f}-{cap.end:7.2f}  {text}"
+    return caption_head(cap, at) + _spoken(cap)
+
+
+def _spoken(cap: Caption) -> str:
+    return f"{cap.speaker}: {cap.text}" if cap.speaker else cap.text
+
+
+class LiveLines:
+    """Live captions on stdout: each final on its own line; on a terminal the current partial
+    is rewritten in place (rich), its words not yet committed dimmed, instead of a new line
+    per update. Off a terminal, partials are printed one per line with `partial_lines` (the
+    replay's log) or not at all (dictation into a file). A line may start with a `head`
+    (`caption_head`); a final with no text is printed only then (its times are news)."""
+
+    def __init__(self, show_partials: bool, *, partial_lines: bool = False) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=False, highlight=False)
+        self.interactive = self.console.is_terminal and show_partials
+        self.partial_lines = show_partials and partial_lines and not self.interactive
+        self.live: Any = None
+
+    def __enter__(self) -> LiveLines:
+        if self.interactive:
+            from rich.live import Live
+
+            self.live = Live(
+                "", console=self.console, refresh_per_second=12, transient=True
+            ).__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def show(self, cap: Caption, head: str = "") -> None:
+        if cap.type == "final":
+            if self.live is not None:
+                self.live.update("", refresh=True)
+            if cap.text.strip() or head:
+                self._print(head + _spoken(cap))
+        elif self.live is not None:
+            from rich.text import Text
+
+            name = f"{cap.speaker}: " if cap.speaker else ""
+            t = Text(head + name + cap.text[: cap.committed_chars])
+            t.append(cap.text[cap.committed_chars :], style="dim")
+            self.live.update(t, refresh=True)
+        elif self.partial_lines:
+            self._print(head + _spoken(cap))
+
+    def _print(self, line: str) -> None:
+        if self.live is not None:
+            self.live.console.print(line, markup=False)
+        else:
+            print(line, flush=True)
 
 
 def run_transcribe_live(args: argparse.Namespace) -> int:
@@ -64,6 +126,7 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
 
     path = args.files[0]  # one file: `transcribe.check_flags` saw to it
     [outputs] = plan_outputs([path], args.output, args.format)
+    style = cue_style_of(args, [outputs])
     config = live_config_of(args)
     chunk_s = args.chunk or DEFAULT_CHUNK_S
     chunks = iter_audio_chunks(path, chunk_s=chunk_s)  # AudioError now on a bad file
@@ -72,16 +135,15 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
     simulated = (args.clock or "simulated") == "simulated"
     clock = SimulatedClock() if simulated else RealClock()
     worker = InferenceWorker(engine)
-    show_partials = not args.no_partials
     log = CaptionLog("file")  # the sink numbers the stream's events
-    with Writers(outputs) as writers:
+    lines = LiveLines(not args.no_partials, partial_lines=True)
+    with Writers(outputs, style=style) as writers, lines:
         stream: LiveStream
 
         def on_caption(event: CaptionEvent) -> None:
             cap = log.add(event)
             writers.write(cap)
-            if cap.type == "final" or show_partials:
-                print(format_caption(cap, stream.now()), flush=True)
+            lines.show(cap, caption_head(cap, stream.now()))
 
         stage = speaker_stage(args, clock)
         stream = LiveStream("file", worker, on_caption, config, clock, stage)
@@ -106,6 +168,7 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
         )
     if stream.errors:  # a decode failed in the worker: a bug, with its own traceback
         raise stream.errors[0]
+    writers.say_wrote()
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``-o/--output`` and ``--format``: which caption files each input writes, checked up front.
+"""``-o/--output``, ``-f/--format`` and the cue flags: which caption files each input writes,
+and how, checked up front.
 
 ``-o`` takes file names (the suffix picks the format: ``-o a.srt -o a.vtt``) or a folder that
 gets ``<input stem>.<format>`` for each ``--format`` (openai-whisper's layout). Every target is
@@ -16,21 +17,40 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamcap.cli.common import UsageError
+from streamcap.cli.common import UsageError, positive_int, say
 from streamcap.errors import UserError
-from streamcap.formats import FORMATS, CaptionWriter, format_of, open_writer
+from streamcap.formats import (
+    DEFAULT_CUES,
+    FORMATS,
+    STREAM_FORMATS,
+    SUBTITLE_FORMATS,
+    CaptionWriter,
+    CueStyle,
+    Decoded,
+    format_of,
+    open_writer,
+)
 
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption
 
 
-def add_output_flags(p: argparse.ArgumentParser, *, folders: bool = True) -> None:
-    """-o/--output (and --format where outputs can be folders: one file per input)."""
+def _suffixes(formats: Sequence[str]) -> str:
+    *rest, last = (f".{f}" for f in formats)
+    return f"{', '.join(rest)} or {last}"
+
+
+def add_output_flags(
+    p: argparse.ArgumentParser, *, folders: bool = True, formats: Sequence[str] = STREAM_FORMATS
+) -> None:
+    """-o/--output (and -f/--format where outputs can be folders: one file per input);
+    `formats` are those the command can write."""
+    kinds = _suffixes(formats)
     where = (
-        "a file, its format by suffix (.srt, .vtt, .jsonl or .txt), or a folder that gets "
+        f"a file, its format by suffix ({kinds}), or a folder that gets "
         "<input name>.<format> for each --format"
         if folders
-        else "a file, its format by suffix (.srt, .vtt, .jsonl or .txt)"
+        else f"a file, its format by suffix ({kinds})"
     )
     p.add_argument(
         "-o",
@@ -42,24 +62,80 @@ def add_output_flags(p: argparse.ArgumentParser, *, folders: bool = True) -> Non
     )
     if folders:
         p.add_argument(
+            "-f",
             "--format",
             metavar="LIST",
             help="formats written into an -o folder, comma-separated from "
-            f"{','.join(FORMATS)} or all (default: all; without -o: into the current folder)",
+            f"{','.join(formats)} or all (default: all; without -o: into the current folder; "
+            "json is openai-whisper's)",
         )
 
 
-def _formats(value: str) -> tuple[str, ...]:
+def add_cue_flags(p: argparse.ArgumentParser) -> None:
+    """openai-whisper's subtitle flags, with its names and meaning (`formats.CueStyle`)."""
+    g = p.add_argument_group("subtitle cues (.srt, .vtt)")
+    g.add_argument(
+        "--max-line-width",
+        type=positive_int,
+        metavar="N",
+        help="the most characters in a line before it breaks (default: 42)",
+    )
+    g.add_argument(
+        "--max-line-count",
+        type=positive_int,
+        metavar="N",
+        help="the most lines in a cue before a new cue starts (default: 2)",
+    )
+    g.add_argument(
+        "--highlight-words",
+        action="store_true",
+        help="underline each word as it is spoken (a cue per word, as openai-whisper writes "
+        "them; needs word timestamps)",
+    )
+
+
+def cue_style_of(args: argparse.Namespace, plan: Sequence[Sequence[Path]]) -> CueStyle:
+    """The `CueStyle` the flags ask for; UsageError if no output would use it."""
+    given = [
+        flag
+        for dest, flag in (
+            ("max_line_width", "--max-line-width"),
+            ("max_line_count", "--max-line-count"),
+            ("highlight_words", "--highlight-words"),
+        )  # fmt: skip
+        if getattr(args, dest, None) not in (None, False)
+    ]
+    if given and not any(format_of(t) in SUBTITLE_FORMATS for ts in plan for t in ts):
+        raise UsageError(f"{', '.join(given)}: only for .srt or .vtt outputs (-o a.srt)")
+    d = CueStyle()
+    return CueStyle(
+        width=getattr(args, "max_line_width", None) or d.width,
+        lines=getattr(args, "max_line_count", None) or d.lines,
+        highlight=bool(getattr(args, "highlight_words", False)),
+    )
+
+
+def _formats(value: str, available: Sequence[str]) -> tuple[str, ...]:
     names = [x.strip().lower().lstrip(".") for x in value.split(",") if x.strip()]
     if names == ["all"]:
-        return FORMATS
-    bad = [x for x in names if x not in FORMATS]
-    if bad or not names:
+        return tuple(available)
+    unknown = [x for x in names if x not in FORMATS]
+    if unknown or not names:
         raise UsageError(
-            f"--format: unknown format {', '.join(bad) or value!r} "
-            f"(use {', '.join(FORMATS)} or all)"
+            f"--format: unknown format {', '.join(unknown) or value!r} "
+            f"(use {', '.join(available)} or all)"
         )
+    refused = [x for x in names if x not in available]
+    if refused:
+        raise UsageError(f"--format {', '.join(refused)}: {_NOT_STREAMED}")
     return tuple(dict.fromkeys(names))
+
+
+#: Why whisper's JSON is refused where captions come as a stream (live, dictation).
+_NOT_STREAMED = (
+    "openai-whisper's JSON holds each final's decode (avg_logprob, no_speech_prob, tokens), "
+    "which only offline transcription has (not --live)"
+)
 
 
 def _is_folder(out: str) -> bool:
@@ -69,20 +145,29 @@ def _is_folder(out: str) -> bool:
 
 
 def plan_outputs(
-    inputs: Sequence[str], outputs: Sequence[str], formats: str | None, *, folders: bool = True
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    formats: str | None,
+    *,
+    folders: bool = True,
+    available: Sequence[str] = STREAM_FORMATS,
 ) -> list[list[Path]]:
     """The caption files of each input, in input order; UsageError / UserError if they cannot
-    be written (unknown suffix, file names for several inputs, two targets the same)."""
+    be written (unknown suffix, a format the command cannot write, file names for several
+    inputs, two targets the same: every such name at once)."""
     files: list[Path] = []
     dirs: list[Path] = []
     for out in outputs:
-        if format_of(out) is not None and not Path(out).is_dir():
+        fmt = format_of(out)
+        if fmt is not None and not Path(out).is_dir():
+            if fmt not in available:
+                raise UserError(f"{out}: {_NOT_STREAMED}")
             files.append(Path(out))
         elif folders and _is_folder(out):
             dirs.append(Path(out))
         else:
             where = ", or be a folder" if folders else ""
-            raise UserError(f"{out}: output must end in .srt, .vtt, .jsonl or .txt{where}")
+            raise UserError(f"{out}: output must end in {_suffixes(available)}{where}")
     if formats is not None and not dirs:
         if files:
             raise UsageError(
@@ -95,23 +180,40 @@ def plan_outputs(
             f"{len(inputs)} input files: -o takes a folder (-o DIR --format srt,vtt), "
             "not file names"
         )
-    kinds = _formats(formats) if formats is not None else FORMATS
+    kinds = _formats(formats, available) if formats is not None else tuple(available)
     plan = [
         files + [d / f"{Path(src).stem}.{fmt}" for d in dirs for fmt in kinds] for src in inputs
     ]
-    seen: dict[Path, str] = {}
-    for src, targets in zip(inputs, plan, strict=True):
-        for t in targets:
-            key = Path(os.path.abspath(t))
-            if key in seen:
-                why = "is given twice" if seen[key] == src else f"is the output of {seen[key]} too"
-                raise UserError(f"{t} {why}: each caption file needs its own name")
-            seen[key] = src
+    _check_unique(inputs, plan)
     for d in dirs:
         _make_folder(d)
     for t in {t for targets in plan for t in targets}:
         check_writable(t)
     return plan
+
+
+def _check_unique(inputs: Sequence[str], plan: Sequence[Sequence[Path]]) -> None:
+    """UserError naming every target planned twice (a name given twice, or two inputs with
+    the same stem into one folder), grouped by the inputs that share them."""
+    sources: dict[Path, list[str]] = {}
+    shown: dict[Path, Path] = {}
+    for src, targets in zip(inputs, plan, strict=True):
+        for t in targets:
+            key = Path(os.path.abspath(t))
+            sources.setdefault(key, []).append(src)
+            shown.setdefault(key, t)
+    clashes: dict[tuple[str, ...], list[str]] = {}
+    for key, srcs in sources.items():
+        if len(srcs) > 1:
+            clashes.setdefault(tuple(dict.fromkeys(srcs)), []).append(str(shown[key]))
+    if not clashes:
+        return
+    parts = [
+        f"{', '.join(names)} {'is given twice' if len(srcs) == 1 else 'is the output of'}"
+        + ("" if len(srcs) == 1 else f" {' and '.join(srcs)}")
+        for srcs, names in clashes.items()
+    ]
+    raise UserError(f"{'; '.join(parts)}: each caption file needs its own name")
 
 
 def _make_folder(d: Path) -> None:
@@ -144,12 +246,18 @@ class Writers:
     """The caption files of one input, appended to and flushed per final (`streamcap.formats`):
     whatever stops the run, each file is valid and holds every final so far."""
 
-    def __init__(self, paths: Sequence[Path], *, include_partials: bool = False) -> None:
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        *,
+        include_partials: bool = False,
+        style: CueStyle = DEFAULT_CUES,
+    ) -> None:
         self.paths = list(paths)
         self._writers: list[CaptionWriter] = []
         try:
             for p in self.paths:
-                self._writers.append(open_writer(p, include_partials=include_partials))
+                self._writers.append(open_writer(p, include_partials=include_partials, style=style))
         except OSError as e:
             self.close()
             raise UserError(f"cannot write {e.filename or p}: {e.strerror or e}") from None
@@ -157,13 +265,19 @@ class Writers:
             self.close()
             raise
 
-    def write(self, caption: Caption) -> None:
+    def write(self, caption: Caption, decoded: Decoded | None = None) -> None:
+        """Append `caption` to every file (`decoded`: the decode it came from, for JSON)."""
         for w in self._writers:
-            w.write(caption)
+            w.write(caption, decoded)
 
     def close(self) -> None:
         for w in self._writers:
             w.close()
+
+    def say_wrote(self) -> None:
+        """``wrote PATH`` on stderr for each file: a run that ends says where its files are."""
+        for p in self.paths:
+            say(f"wrote {p}")
 
     def __enter__(self) -> Writers:
         return self

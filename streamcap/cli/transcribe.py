@@ -2,11 +2,13 @@
 
 Each final is printed and appended to the output files the moment its utterance is decoded,
 so a long file shows progress in its text, and Ctrl-C leaves valid SRT / VTT / JSONL / TXT
-files with everything so far. Finals carry their words' times (JSONL ``words``; SRT / VTT cut
-long finals where the words are), unless ``--no-word-timestamps``. Every check a user can fail
-(flags, paths, input files, the language) runs before the model loads. ``--live`` replays one
-file through the live pipeline instead (`streamcap.cli.live`). ``--speakers auto`` labels each
-final with its voice by the live path's own labeller (`runtime.labeller.FileLabeller`).
+files with everything so far (openai-whisper's JSON too: rewritten from its last segment on).
+Finals carry their words' times (JSONL and JSON ``words``; SRT / VTT cut long finals where the
+words are, and ``--highlight-words`` underlines each as it is said), unless
+``--no-word-timestamps``. Each file written is named on stderr at the end. Every check a user
+can fail (flags, paths, input files, the language) runs before the model loads. ``--live``
+replays one file through the live pipeline instead (`streamcap.cli.live`). ``--speakers auto``
+labels each final with its voice by the live path's own labeller (`runtime.labeller.FileLabeller`).
 """
 
 from __future__ import annotations
@@ -35,10 +37,18 @@ from streamcap.cli.common import (
     speaker_labels,
     vad_of,
 )
-from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
+from streamcap.cli.outputs import (
+    Writers,
+    add_cue_flags,
+    add_output_flags,
+    cue_style_of,
+    plan_outputs,
+)
+from streamcap.formats import FORMATS, Decoded, format_of
 
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption
+    from streamcap.decoding.options import DecodeResult
     from streamcap.runtime.engine import Engine
     from streamcap.runtime.transcribe import TranscribeOptions
 
@@ -66,7 +76,8 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
         metavar="FILE",
         help="audio or video files (wav, flac, mp3, m4a, mp4, ...)",
     )
-    add_output_flags(p)
+    add_output_flags(p, formats=FORMATS)
+    add_cue_flags(p)
     p.add_argument("--timestamps", action="store_true", help="prefix each line with its times")
     p.add_argument(
         "--condition-on-previous",
@@ -107,6 +118,8 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
 
 def check_flags(args: argparse.Namespace) -> None:
     """Refuse flags that the chosen mode would silently ignore."""
+    if args.highlight_words and args.no_word_timestamps:
+        raise UsageError("--highlight-words needs the word timestamps (not --no-word-timestamps)")
     if args.live:
         given = [flag for dest, flag in OFFLINE_ONLY.items() if getattr(args, dest, False)]
         if given:
@@ -136,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         from streamcap.cli.live import run_transcribe_live
 
         return run_transcribe_live(args)
-    plan = plan_outputs(args.files, args.output, args.format)
+    plan = plan_outputs(args.files, args.output, args.format, available=FORMATS)
+    style = cue_style_of(args, plan)
     durations = [probe(f) for f in args.files]
     from streamcap.core.segmenter import SegmenterConfig
     from streamcap.runtime.transcribe import TranscribeOptions  # torch: after the checks
@@ -157,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
         if several:  # a header per file, as `head` prints them
             gap = "\n" if i else ""
             print(f"{gap}==> {path} <==", flush=True)
-        status = _transcribe_one(engine, path, outputs, duration, opts, args, speakers)
+        writers = Writers(outputs, style=style)
+        status = _transcribe_one(engine, path, writers, duration, opts, args, speakers)
         if status:
             return status
     return 0
@@ -166,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
 def _transcribe_one(
     engine: Engine,
     path: str,
-    outputs: list[Path],
+    writers: Writers,
     duration: float | None,
     opts: TranscribeOptions,
     args: argparse.Namespace,
@@ -176,17 +191,15 @@ def _transcribe_one(
 
     count = 0
     interrupted = False
-    with (
-        Writers(outputs) as writers,
-        _progress(Path(path).name, duration) as progress,
-        _ctrl_c() as stop,
-    ):
-        job = Transcription(engine, path, opts, on_progress=progress)
+    tap = _Decodes(engine) if any(format_of(p) == "json" for p in writers.paths) else None
+    with writers, _progress(Path(path).name, duration) as progress, _ctrl_c() as stop:
+        job = Transcription(engine if tap is None else tap, path, opts, on_progress=progress)  # type: ignore[arg-type]
         labels = speakers(path) if speakers is not None else None  # one meeting per file
         try:
             for final in job:
+                decoded = tap.decoded(final, job.language) if tap is not None else None
                 for caption in labels.label(final) if labels is not None else [final]:
-                    writers.write(caption)  # the files first: they are what an interrupt keeps
+                    writers.write(caption, decoded)  # the files first: an interrupt keeps them
                     print(_line(caption, args.timestamps), flush=True)
                     count += 1
                 if stop.is_set():
@@ -195,7 +208,7 @@ def _transcribe_one(
             interrupted = True
         interrupted = interrupted or stop.is_set()
     if interrupted:  # the files are closed, each valid with every caption so far
-        kept = f"; {', '.join(map(str, outputs))} keep them" if outputs else ""
+        kept = f"; {', '.join(map(str, writers.paths))} keep them" if writers.paths else ""
         say(f"\n{PROG}: interrupted after {count} caption(s) of {path}{kept}")
         return 130
     dropped = ", ".join(f"{n} {reason}" for reason, n in sorted(job.drops.items()))
@@ -206,7 +219,41 @@ def _transcribe_one(
         say(f"stats: {job.stats.as_dict()}")
         if dropped:
             say(f"finals dropped: {dropped}")
+    writers.say_wrote()
     return 0
+
+
+class _Decodes:
+    """The engine as `Transcription` uses it, keeping the result of its last decode (aligned
+    when words are timed): openai-whisper's JSON holds each final's tokens, ``avg_logprob``
+    and ``no_speech_prob``, which a `Caption` does not carry. Only used when a .json is
+    written."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._last: DecodeResult | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def decode(self, *args: Any, **kwargs: Any) -> DecodeResult:
+        self._last = self._engine.decode(*args, **kwargs)
+        return self._last
+
+    def align(self, *args: Any, **kwargs: Any) -> DecodeResult:
+        self._last = self._engine.align(*args, **kwargs)
+        return self._last
+
+    def decoded(self, final: Caption, language: str | None) -> Decoded:
+        """What whisper's JSON says of `final` (just yielded: the last decode is its own)."""
+        r = self._last
+        assert r is not None, "a final without a decode"
+        english_only = "" if self._engine.multilingual else "en"
+        return Decoded(
+            text=r.text, tokens=r.tokens, avg_logprob=r.avg_logprob,
+            no_speech_prob=r.no_speech_prob, language=language or r.language or english_only,
+            seek=round(final.start * 100),
+        )  # fmt: skip
 
 
 @contextmanager
