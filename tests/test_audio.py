@@ -111,10 +111,11 @@ def test_encoded_formats_round_trip(ext: str, jfk: np.ndarray, tmp_path: Path) -
     path = encode(jfk, tmp_path / f"jfk.{ext}", container, codec, rate, layout, video)
     got = load_audio(path)
     assert got.dtype == np.float32 and got.ndim == 1
-    assert abs(got.size - jfk.size) < 0.05 * 16000  # codec priming/padding only
+    # priming cut; at most one codec frame of padding left (where the container has no end)
+    assert 0 <= got.size - jfk.size <= 2048 * 16000 // rate, got.size
     corr, offset = best_alignment(got[1600:-1600], jfk)
     assert corr > min_corr, f"{ext}: correlation {corr:.4f}"
-    assert abs(offset - 1600) < 0.03 * 16000  # aligned in time, not just similar
+    assert abs(offset - 1600) <= 2  # aligned to the sample, not just similar
     assert audio_duration(path) == pytest.approx(11.0, abs=0.1)
     streamed = np.concatenate(list(iter_audio_chunks(path, chunk_s=0.25)))
     assert streamed.size == got.size
