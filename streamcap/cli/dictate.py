@@ -1,7 +1,9 @@
 """`streamcap dictate`: live captions from the microphone in the terminal.
 
 The partial updates in place (rich) on a terminal, each final prints on its own line and is
-appended to the ``-o`` files. The first Ctrl-C stops listening and lets the utterance being
+appended to the ``-o`` files; with ``--type`` each final is also typed into the focused window
+(`Typist`: xdotool on X11,
+wtype or ydotool on Wayland). The first Ctrl-C stops listening and lets the utterance being
 spoken get its final; a second one aborts. ``--mic`` picks the microphone; ``--device`` is the
 compute device, as in every command.
 """
@@ -9,10 +11,13 @@ compute device, as in every command.
 from __future__ import annotations
 
 import argparse
+import os
 import queue
+import shutil
 import signal
+import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.common import (
@@ -26,6 +31,7 @@ from streamcap.cli.common import (
     speaker_stage,
 )
 from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
+from streamcap.errors import UserError
 
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption, CaptionEvent
@@ -35,6 +41,12 @@ FINISH_TIMEOUT_S = 60.0
 
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
+    g = p.add_argument_group("typing")
+    g.add_argument(
+        "--type", action="store_true", dest="type_finals",
+        help="also type each final into the focused window, as dictation tools do (X11: "
+        "xdotool; Wayland: wtype or ydotool)",
+    )  # fmt: skip
     g = p.add_argument_group("microphone")
     g.add_argument(
         "--mic",
@@ -122,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         for d in devices:
             print(d)
         return 0
+    typist = Typist.for_session(os.environ) if args.type_finals else None  # before the model
     device = find_input_device(args.mic)  # NoMicrophoneError before the model loads
     [outputs] = plan_outputs(["dictation"], args.output, None, folders=False)
     config = live_config_of(args)
@@ -153,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
                         return
                     writers.write(cap)
                     display.show(cap)
+                    if typist is not None and cap.type == "final":
+                        typist.type(cap.text)
 
             mic.start()
             say(f"listening on {device.name} ({mic.capture_rate:g} Hz); Ctrl-C to stop")
@@ -180,9 +195,96 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, previous)
         mic.stop()
         worker.stop()
+        if typist is not None:
+            typist.close()
     if stream.errors:  # a decode failed in the worker: a bug, with its own traceback
         raise stream.errors[0]
     return status
+
+
+class Typist:
+    """Types finals into the focused window with the desktop's own tool, on a thread of its
+    own: the keystrokes of a long final take a while, and capture must not wait for them.
+
+    X11: ``xdotool type`` (XTEST: whatever window has the keyboard focus). Wayland has no
+    common input injection: ``wtype`` (virtual-keyboard protocol: wlroots compositors, e.g.
+    Sway) or ``ydotool`` (uinput: any compositor, needs its ``ydotoold`` daemon). With
+    ``WAYLAND_DISPLAY`` set the Wayland tools come first; xdotool there reaches only X11
+    (XWayland) windows, so it is the last resort. Each final is typed followed by a space, so
+    the next one continues the sentence."""
+
+    #: (tool, command before the text, session variable it needs)
+    TOOLS = {
+        "xdotool": (["xdotool", "type", "--clearmodifiers", "--delay", "4", "--"], "DISPLAY"),
+        "wtype": (["wtype", "--"], "WAYLAND_DISPLAY"),
+        "ydotool": (["ydotool", "type", "--"], "WAYLAND_DISPLAY"),
+    }
+
+    def __init__(self, command: list[str]) -> None:
+        self.command = command
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._failed = False
+        self._thread = threading.Thread(target=self._run, name="dictate-type", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def for_session(cls, env: Mapping[str, str]) -> Typist:
+        """The tool for this session; UserError (one line, before the model loads) when there
+        is no graphical session, no tool for it, or the X display cannot be reached."""
+        wayland, x11 = env.get("WAYLAND_DISPLAY"), env.get("DISPLAY")
+        if not wayland and not x11:
+            raise UserError(
+                "--type types into the focused window of a desktop session, and neither "
+                "DISPLAY (X11) nor WAYLAND_DISPLAY is set"
+            )
+        order = ["wtype", "ydotool", "xdotool"] if wayland else ["xdotool"]
+        for tool in order:
+            command, needs = cls.TOOLS[tool]
+            if env.get(needs) and shutil.which(tool, path=env.get("PATH")):
+                if tool == "xdotool":
+                    cls._check_display(x11 or "")
+                return cls(command)
+        if wayland:
+            raise UserError(
+                "--type on Wayland needs wtype (Sway and other wlroots compositors) or ydotool "
+                "(any compositor, with ydotoold running): sudo apt install wtype, or ydotool"
+            )
+        raise UserError("--type on X11 needs xdotool: sudo apt install xdotool")
+
+    @staticmethod
+    def _check_display(display: str) -> None:
+        res = subprocess.run(
+            ["xdotool", "getmouselocation"], capture_output=True, text=True, timeout=10,
+            env={**os.environ, "DISPLAY": display},
+        )  # fmt: skip
+        if res.returncode != 0:  # xdotool's own words here are "Can't open display: (null)"
+            raise UserError(
+                f"--type cannot open the X display {display!r}: is DISPLAY the desktop's?"
+            )
+
+    def type(self, text: str) -> None:
+        """Queue one final for typing (empty ones are skipped)."""
+        text = " ".join(text.split())
+        if text:
+            self._queue.put(text + " ")
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Type what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while (text := self._queue.get()) is not None:
+            try:
+                res = subprocess.run(
+                    [*self.command, text], capture_output=True, text=True, timeout=60
+                )
+                error = res.stderr.strip() if res.returncode else ""
+            except (OSError, subprocess.TimeoutExpired) as e:
+                error = str(e)
+            if error and not self._failed:  # said once: the next finals are still tried
+                self._failed = True
+                say(f"streamcap dictate: typing failed ({self.command[0]}: {error})")
 
 
 def _remaining(mic: Any) -> Iterator[Any]:

@@ -22,7 +22,7 @@ _NOT_CONFIG = frozenset({"help", "config", "print_config", "verbose"})
 #: (command, module in streamcap.cli, one-line help), in the order `--help` lists them.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("transcribe", "transcribe", "audio or video files to text and subtitles (--live: live)"),
-    ("dictate", "dictate", "live captions from the microphone in the terminal"),
+    ("dictate", "dictate", "live captions from the microphone (--type: into any window)"),
     ("serve", "serve", "caption server: WebSocket ingest and broadcast, browser overlay"),
     ("replicas", "replicas", "start, show or stop inference replicas on a Ray cluster"),
     ("demo", "demo", "start the server and caption a bundled speech sample into it"),
