@@ -11,6 +11,7 @@ line.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -83,8 +84,14 @@ class LiveLines:
         if self.interactive:
             from rich.live import Live
 
+            # Notes on stderr go above the live line when both are this terminal; else they
+            # stay on stderr (rich would move them onto stdout).
             self.live = Live(
-                "", console=self.console, refresh_per_second=12, transient=True
+                "",
+                console=self.console,
+                refresh_per_second=12,
+                transient=True,
+                redirect_stderr=sys.stderr.isatty(),
             ).__enter__()
         return self
 

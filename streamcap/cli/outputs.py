@@ -208,11 +208,11 @@ def _check_unique(inputs: Sequence[str], plan: Sequence[Sequence[Path]]) -> None
             clashes.setdefault(tuple(dict.fromkeys(srcs)), []).append(str(shown[key]))
     if not clashes:
         return
-    parts = [
-        f"{', '.join(names)} {'is given twice' if len(srcs) == 1 else 'is the output of'}"
-        + ("" if len(srcs) == 1 else f" {' and '.join(srcs)}")
-        for srcs, names in clashes.items()
-    ]
+    parts = []
+    for srcs, names in clashes.items():
+        are = "is" if len(names) == 1 else "are"
+        of = f"the output{'' if len(names) == 1 else 's'} of {' and '.join(srcs)}"
+        parts.append(f"{', '.join(names)} {are} {'given twice' if len(srcs) == 1 else of}")
     raise UserError(f"{'; '.join(parts)}: each caption file needs its own name")
 
 
