@@ -59,15 +59,19 @@ def run(args: argparse.Namespace) -> int:
 def precision_line() -> str:
     """What ``--device auto --precision auto`` picks on this machine, and why: on a CPU the
     encoder's precision measured at the first load of each model (`models.precision_probe`)."""
-    from streamcap.models.loader import choose_placement
     from streamcap.models.precision_probe import all_cached, cache_path
 
-    placement = choose_placement("auto", "auto")
     tail = "--precision auto|fp32|bf16|int8|fp16 chooses"
-    if not placement.measured:
-        why = f" ({placement.reason})" if placement.reason else ""
-        return f"precision here: {placement.precision} on {placement.device}{why}; {tail}"
-    lines = [f"precision here (auto on {placement.device}): the encoder's, measured at load:"]
+    device = "cpu"  # auto on a CPU: the encoder's precision is measured at load (the loader's)
+    if not cpu_only():
+        from streamcap.models.loader import choose_placement
+
+        placement = choose_placement("auto", "auto")
+        if not placement.measured:
+            why = f" ({placement.reason})" if placement.reason else ""
+            return f"precision here: {placement.precision} on {placement.device}{why}; {tail}"
+        device = placement.device
+    lines = [f"precision here (auto on {device}): the encoder's, measured at load:"]
     for key, choice in all_cached().items():
         model = key.rsplit("|", 1)[-1]
         lines.append(f"  {model}: {choice.precision} encoder, fp32 decoder ({choice.reason})")
@@ -77,3 +81,18 @@ def precision_line() -> str:
     lines.append(f"  cached in {cache_path()} (delete it to measure again)")
     lines.append(f"  {tail}")
     return "\n".join(lines)
+
+
+#: What a GPU that torch could use leaves on a machine: NVIDIA's driver, ROCm's kernel driver,
+#: WSL's GPU paravirtualisation.
+GPU_NODES = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+
+
+def cpu_only() -> bool:
+    """True when no GPU can be used here: no GPU driver's device node, and torch not imported
+    yet (once it is, asking it costs nothing and its answer is the one that counts). Importing
+    torch only to hear "no CUDA" was most of `streamcap models`' 2.5 s."""
+    import os
+    import sys
+
+    return "torch" not in sys.modules and not any(os.path.exists(p) for p in GPU_NODES)

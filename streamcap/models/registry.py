@@ -9,8 +9,10 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from streamcap.models.convert import Progress, convert
+if TYPE_CHECKING:  # the converter (numpy) is imported when a model is prepared, not to list one
+    from streamcap.models.convert import Progress
 
 
 class ModelNotFoundError(LookupError):
@@ -97,31 +99,33 @@ def is_prepared(name: str) -> bool:
     return (path / "model.safetensors").exists() and (path / "streamcap.json").exists()
 
 
-class _RichBar(Progress):
+def _default_progress(total: int, desc: str) -> Progress:
     """The conversion's progress bar on stderr, drawn by rich (the library every command
     already uses for its live output); transient: it leaves no line behind, and draws
-    nothing when stderr is not a terminal."""
+    nothing when stderr is not a terminal. Defined on first use: `convert` (numpy) is then
+    being imported anyway, and listing models does not need it."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+    from rich.progress import Progress as RichProgress
 
-    def __init__(self, total: int, desc: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from streamcap.models.convert import Progress
 
-        self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            console=Console(stderr=True), transient=True,
-        )  # fmt: skip
-        self._task = self._bar.add_task(desc, total=total)
-        self._bar.start()
+    class RichBar(Progress):
+        def __init__(self) -> None:
+            self._bar = RichProgress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                console=Console(stderr=True), transient=True,
+            )  # fmt: skip
+            self._task = self._bar.add_task(desc, total=total)
+            self._bar.start()
 
-    def update(self, n: int = 1) -> None:
-        self._bar.advance(self._task, n)
+        def update(self, n: int = 1) -> None:
+            self._bar.advance(self._task, n)
 
-    def close(self) -> None:
-        self._bar.stop()
+        def close(self) -> None:
+            self._bar.stop()
 
-
-def _default_progress(total: int, desc: str) -> Progress:
-    return _RichBar(total, desc)
+    return RichBar()
 
 
 def prepare_bundled(
@@ -137,6 +141,8 @@ def prepare_bundled(
         )
     target = prepared_path(name)
     target.parent.mkdir(parents=True, exist_ok=True)
+    from streamcap.models.convert import convert
+
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not is_prepared(name):
