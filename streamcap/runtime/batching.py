@@ -29,9 +29,10 @@ from streamcap.core.constants import ENCODER_POSITIONS, ENCODER_POSITIONS_PER_S
 from streamcap.decoding.batched import BatchedDecoder
 from streamcap.decoding.batched_encode import context_positions, encode_windows
 from streamcap.decoding.options import DecodingOptions
+from streamcap.runtime.coalesce import complete_parts
 from streamcap.runtime.costs import CostModel
 from streamcap.runtime.engine import Encoded, Engine, with_words
-from streamcap.runtime.jobs import DecodeJob, JobOutcome
+from streamcap.runtime.jobs import Coalesced, DecodeJob, JobOutcome
 
 __all__ = ["BatchRunner", "can_batch"]
 
@@ -123,9 +124,11 @@ class BatchRunner:
             # the batch's decoder time, shared by forward passes
             out.compute_s = enc_seconds[i] + decode_s * passes[i] / max(1, sum(passes))
             out.context_s = enc.enc.shape[1] / ENCODER_POSITIONS_PER_S
+            t1 = time.perf_counter()
             if jobs[i].word_timestamps:  # one pass per job, after the batch: its own time
-                t1 = time.perf_counter()
                 out.result = with_words(engine, enc, prepared[i][0], out.result)
-                out.compute_s += time.perf_counter() - t1
+            if isinstance(jobs[i].tag, Coalesced):  # a backlog of finals: cut and complete
+                out.parts = complete_parts(engine, jobs[i], out.result)
+            out.compute_s += time.perf_counter() - t1
             out.batch = len(jobs)
             out.rechecked = row.counters.rechecked

@@ -10,6 +10,9 @@ whether its decodes run on this machine or on a replica:
   decoders fall behind they therefore run fewer partials, never fewer finals, and the queue is
   bounded by the number of streams plus the finals;
 - among streams, the partial waiting longest goes first.
+- a final submitted while its stream's previous final still waits, unstarted, joins it as one
+  job when the jobs say how (`DecodeJob.coalesce`, `runtime.coalesce`): a backlog of finals
+  costs one encoder call, and the joined job keeps the first one's place and queue time.
 
 Not thread-safe: the owner holds its own lock around every call. Dropped jobs are kept in
 `dropped` until the owner's job thread has told them (``on_done``), never from `add` itself.
@@ -45,7 +48,8 @@ class JobQueue:
         old = self.partials.get(job.stream)
         stale: list[DecodeJob] = []
         if job.kind == "final":
-            self.finals.append(job)
+            if not self._coalesce(job):
+                self.finals.append(job)
             if old is not None and old.window <= job.window:
                 stale.append(self.partials.pop(job.stream))
         else:
@@ -54,6 +58,23 @@ class JobQueue:
             self.partials[job.stream] = job
         self.dropped.extend(stale)
         return stale
+
+    def _coalesce(self, job: DecodeJob) -> bool:
+        """Join ``job`` to its stream's last waiting final, in that one's place, if they
+        say they can (`DecodeJob.coalesce`); whether it was joined."""
+        for i in range(len(self.finals) - 1, -1, -1):
+            prev = self.finals[i]
+            if prev.stream != job.stream:
+                continue
+            if prev.coalesce is None or job.coalesce is None:  # both must say how
+                return False
+            joined = prev.coalesce(prev, job)
+            if joined is None:
+                return False
+            joined.id, joined.submitted = prev.id, prev.submitted
+            self.finals[i] = joined
+            return True
+        return False
 
     def take(self, size: BatchSize = one_at_a_time, partials: bool = True) -> list[DecodeJob]:
         """The next jobs: finals first, in order; else (if ``partials``) the partials waiting

@@ -35,6 +35,9 @@ class JobOutcome:
     hypothesis: tuple[int, ...] | None = None
     batch: int = 1  # rows decoded together with this job (itself included)
     rechecked: int = 0  # batched choices decided again at batch 1 (`runtime.batching`)
+    coalesced: int = 1  # finals decoded as one window with this one (`runtime.coalesce`)
+    #: a coalesced job's result per final, cut and completed by the worker (`runtime.coalesce`)
+    parts: tuple[DecodeResult, ...] | None = None
 
 
 @dataclass(eq=False)
@@ -45,7 +48,8 @@ class DecodeJob:
     hypothesis to draft from, so they reflect results delivered just before. ``on_done`` is
     called on the worker thread (or the stepping thread) with the outcome, also for drops.
     ``word_timestamps`` fills the result's ``words`` after the decode, its time counted in the
-    job's compute time.
+    job's compute time. ``coalesce`` (finals only) says how this job and a later final of its
+    stream become one job while this one still waits (`runtime.coalesce`); None: never.
     """
 
     stream: str
@@ -60,8 +64,33 @@ class DecodeJob:
     word_timestamps: bool = False  # time the result's words (`Engine.align`; finals)
     clock: Clock | None = None
     tag: Any = None  # the submitter's own reference (e.g. its request)
+    coalesce: Callable[[DecodeJob, DecodeJob], DecodeJob | None] | None = None
     id: int = 0
     submitted: float = 0.0
+
+
+@dataclass(frozen=True)
+class Part:
+    """One final inside a coalesced job (`runtime.coalesce`): its own job, and where its audio
+    sits in the joined window (seconds)."""
+
+    job: DecodeJob
+    offset: float
+    duration: float
+
+
+@dataclass(frozen=True)
+class Coalesced:
+    """The tag of a coalesced job: the finals it decodes, in order."""
+
+    parts: tuple[Part, ...]
+
+
+def parts_of(job: DecodeJob) -> tuple[Part, ...]:
+    """The finals ``job`` decodes: its parts if it is coalesced, else itself."""
+    if isinstance(job.tag, Coalesced):
+        return job.tag.parts
+    return (Part(job, 0.0, len(job.audio) / SAMPLE_RATE),)
 
 
 @dataclass(frozen=True)
@@ -72,6 +101,7 @@ class StreamStats:
     finals: int = 0
     partials: int = 0
     dropped_partials: int = 0  # stale partials dropped unrun
+    finals_joined: int = 0  # finals decoded in an earlier final's window (`runtime.coalesce`)
     errors: int = 0
     compute_s: float = 0.0  # encode + decode, as charged to the jobs' clocks
     queue_wait_s: float = 0.0
@@ -87,6 +117,7 @@ class StreamStats:
             "finals": self.finals,
             "partials": self.partials,
             "dropped_partials": self.dropped_partials,
+            "finals_joined": self.finals_joined,
             "errors": self.errors,
             "compute_s": round(self.compute_s, 4),
             "queue_wait_s": round(self.queue_wait_s, 4),
@@ -136,6 +167,7 @@ def after_job(stats: _S, job: DecodeJob, outcome: JobOutcome) -> _S:
         compute_s=stats.compute_s + outcome.compute_s,
         audio_s=stats.audio_s + len(job.audio) / SAMPLE_RATE,
         finals=stats.finals + final,
+        finals_joined=stats.finals_joined + len(parts_of(job)) - 1,
         partials=stats.partials + (not final),
         decode=stats.decode + result.stats if result is not None else stats.decode,
     )

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -52,6 +52,7 @@ from streamcap.core.text import describe_drop
 from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.clock import Clock, RealClock, SimulatedClock, paced_chunks
+from streamcap.runtime.coalesce import coalesce_finals
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, StreamStats
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,9 @@ class LiveConfig:
       1.83 s).
     - prompt: the stream's own prompt text (`core.prompting.stream_prompt`: words the model
       should know), before the policy's context in every decode's prompt.
+    - coalesce_finals: a final submitted while the stream's previous final still waits,
+      unstarted, is decoded with it as one window and the result split at the word times
+      (`runtime.coalesce`): a backlog costs one encoder call instead of one per final.
     - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
       more decoder pass, 5-9 % of a final's cost): every final, and the partials that may
       commit words (the policy cuts the window at their end).
@@ -144,6 +148,7 @@ class LiveConfig:
     partial_context_margin_s: float | None = PARTIAL_CONTEXT_MARGIN_S
     partial_context_min_s: float = PARTIAL_CONTEXT_MIN_S
     word_timestamps: bool = True
+    coalesce_finals: bool = True
     early_finals: Literal["auto", "on", "off"] = "auto"
     early_final_max_cost_s: float = 0.6
     prompt: str = ""
@@ -380,7 +385,16 @@ class LiveStream:
             word_timestamps=req.words and self.config.word_timestamps,
             clock=self.clock,
             tag=req,
+            coalesce=self._coalesce if req.kind == "final" and self.config.coalesce_finals
+            else None,
         )
+
+    def _coalesce(self, prev: DecodeJob, new: DecodeJob) -> DecodeJob | None:
+        return coalesce_finals(prev, new, decode=self._text_of)
+
+    def _text_of(self, ids: Sequence[int]) -> str:
+        text: str = self.worker.engine.spec.tokenizer.decode(list(ids), skip_special_tokens=True)
+        return text
 
     def _options(self) -> DecodingOptions:
         language = self._language

@@ -50,10 +50,12 @@ from streamcap.decoding.options import DecodingOptions
 from streamcap.runtime.accounts import WorkerAccounts
 from streamcap.runtime.batching import BatchRunner, can_batch
 from streamcap.runtime.clock import Measurement
+from streamcap.runtime.coalesce import complete_parts
 from streamcap.runtime.costs import CostModel, CostModelConfig
 from streamcap.runtime.engine import Encoded, Engine, with_words
 from streamcap.runtime.job_queue import JobQueue
 from streamcap.runtime.jobs import (
+    Coalesced,
     DecodeJob,
     JobKind,
     JobOutcome,
@@ -334,6 +336,8 @@ class InferenceWorker:
             result = self.engine.decode(encoded, options, hypothesis=hypothesis)
             if job.word_timestamps:
                 result = with_words(self.engine, encoded, options, result)
+            if isinstance(job.tag, Coalesced):  # a backlog of finals in one window
+                outcome.parts = complete_parts(self.engine, job, result)
             wall = time.perf_counter() - t0
         outcome.result = result
         self.costs.observe_encode(encoded.enc.shape[1], 1, encoded.encoder_s)
