@@ -44,7 +44,47 @@ def test_placements_auto_is_measured_int8_is_cpu_only(monkeypatch: pytest.Monkey
 def precision_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "precision.json"
     monkeypatch.setattr(precision_probe, "cache_path", lambda: path)
+    monkeypatch.setattr(precision_probe, "machine_is_quiet", lambda: True)
     return path
+
+
+def test_a_timing_taken_on_a_busy_machine_is_not_cached(
+    precision_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    choice = choose({"fp32": 1.0, "bf16": 0.5})
+    monkeypatch.setattr(precision_probe, "machine_is_quiet", lambda: False)
+    precision_probe.store("k", choice)
+    assert not precision_cache.exists()  # the next load measures again
+    monkeypatch.setattr(precision_probe, "machine_is_quiet", lambda: True)
+    precision_probe.store("k", choice)
+    assert precision_probe.cached("k") == choice
+
+
+@pytest.mark.model
+def test_the_screen_is_chosen_by_timing_it_here(
+    precision_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`auto` times the full fp32 projection against the screen over real decoder states of
+    the model (`runtime.screen_probe`), caches the choice beside the encoder's, and the engine
+    follows it either way, whatever the CPU's flags say."""
+    from streamcap.runtime import screen_probe
+    from streamcap.runtime.engine import Engine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    engine = Engine("tiny.en", device="cpu")
+    data = json.loads(precision_cache.read_text())
+    (key,) = [k for k in data if k.endswith("|tiny.en|screen")]
+    record = data[key]
+    chosen = record["precision"]
+    assert set(record["timings"]) == {"fp32", "screen"} and chosen in ("fp32", "screen")
+    assert engine.screen_choice is not None and engine.screen_choice.precision == chosen
+    assert (engine.decoder.step.screen is not None) == (record["precision"] == "screen")
+    monkeypatch.setattr(screen_probe, "measure", lambda *a: pytest.fail("measured again"))
+    for forced in ("screen", "fp32"):  # the cache decides, not the CPU's flags
+        record["precision"] = forced
+        precision_cache.write_text(json.dumps(data))
+        again = Engine("tiny.en", device="cpu")
+        assert (again.decoder.step.screen is not None) == (forced == "screen")
 
 
 @pytest.mark.model

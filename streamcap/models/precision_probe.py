@@ -88,8 +88,25 @@ def cached(key: str) -> EncoderChoice | None:
     return all_cached().get(key)
 
 
+#: A timing taken while the machine's load average is above this share of its CPUs is used
+#: for the process that took it but not cached: other work then skews the candidates unequally
+#: (seen here: bf16 1.57 s against fp32 1.32 s at load 1.6 on 2 cores, 0.30 against 0.59 s
+#: quiet), and a cached choice would keep the skew for good.
+BUSY_LOAD_PER_CPU = 0.5
+
+
+def machine_is_quiet() -> bool:
+    """Whether a timing taken now may be cached (`BUSY_LOAD_PER_CPU`)."""
+    if not hasattr(os, "getloadavg"):
+        return True
+    return os.getloadavg()[0] <= BUSY_LOAD_PER_CPU * (os.cpu_count() or 1)
+
+
 def store(key: str, choice: EncoderChoice) -> None:
-    """Add `choice` to the cache file (best effort: a read-only cache just measures again)."""
+    """Add `choice` to the cache file (best effort: a read-only cache just measures again),
+    unless the machine is busy (`machine_is_quiet`): then the next load measures again."""
+    if not machine_is_quiet():
+        return
     path = cache_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

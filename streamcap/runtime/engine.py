@@ -33,6 +33,7 @@ from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.speculative import SpeculativeDecoder
 from streamcap.decoding.step import DecoderStep
 from streamcap.models.loader import LoadedModel, Placement, choose_placement, load_model
+from streamcap.models.precision_probe import EncoderChoice
 from streamcap.models.registry import DEFAULT_MODEL
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,10 @@ class Encoded:
 class Engine:
     """Loads models once and decodes windows of 16 kHz mono float32 audio.
 
-    ``screen``: the main decoder's vocabulary screen (``DecoderStep``): None as the CPU's rule
-    says (``decoding.screen.screen_is_default``), True on any CPU, False never.
+    ``screen``: the main decoder's vocabulary screen (``DecoderStep``): True on any CPU, False
+    never; None: with ``precision="auto"`` on a CPU, as timing it here says
+    (`runtime.screen_probe`, cached with the encoder's choice), else as the CPU's rule says
+    (``decoding.screen.screen_is_default``).
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class Engine:
         if threads:
             torch.set_num_threads(threads)
         self.placement: Placement = choose_placement(device, precision)
+        by_timing = self.placement.measured  # `auto` on a CPU: times what it may choose
         self.main: LoadedModel = load_model(model, self.placement)
         self.placement = self.main.placement  # `auto` on a CPU: what the load measured
         device, dtype = self.placement.device, self.placement.dtype
@@ -75,6 +79,10 @@ class Engine:
         self.frontend = WhisperFrontEnd(
             self.main.model, self.main.processor, device, dtype, enc_dtype
         )
+        #: the screen's timing, when `auto` chose it by one (`runtime.screen_probe`)
+        self.screen_choice: EncoderChoice | None = None
+        if screen is None and by_timing and dtype == torch.float32:
+            screen = self._measured_screen(model)
         self.decoder = SpeculativeDecoder(
             self.main.model, self.main.processor, device, dtype, screen=screen
         )
@@ -101,6 +109,16 @@ class Engine:
             # for transformers' own assisted generate (benchmark column): HF's recipe shares
             # the encoder by running the assistant as a decoder-only WhisperForCausalLM
             self.assistant_model = _as_causal_lm(loaded.model) if shared else loaded.model
+
+    def _measured_screen(self, model: str) -> bool:
+        """`runtime.screen_probe`'s choice for this model here (timed once, then cached)."""
+        from streamcap.runtime.screen_probe import screen_choice
+
+        step = DecoderStep(self.main.model, WhisperSpec(self.main.model, self.main.processor),
+                           self.placement.device, torch.float32, screen=False)  # fmt: skip
+        features = self.frontend.features(np.zeros(SAMPLE_RATE, dtype=np.float32), None)
+        self.screen_choice = screen_choice(model, step, self.frontend.encode(features, None))
+        return self.screen_choice.precision == "screen"
 
     @property
     def precision(self) -> str:
