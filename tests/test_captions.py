@@ -264,8 +264,12 @@ def test_base_writer_is_abstract() -> None:
 
 @pytest.mark.parametrize(
     ("name", "cls"),
-    [("a.srt", SrtWriter), ("a.VTT", VttWriter), ("a.jsonl", TranscriptJsonlWriter),
-     ("a.txt", TxtWriter)],  # fmt: skip
+    [
+        ("a.srt", SrtWriter),
+        ("a.VTT", VttWriter),
+        ("a.jsonl", TranscriptJsonlWriter),
+        ("a.txt", TxtWriter),
+    ],  # fmt: skip
 )
 def test_open_writer_by_suffix_flushes_each_write(tmp_path: Path, name: str, cls: type) -> None:
     path = tmp_path / name
@@ -416,3 +420,111 @@ def test_who_spoke_goes_into_every_format() -> None:
     assert buf.getvalue().splitlines()[:2] == ["Ana: Hello there.", "Ben: Hi Ana, <b> & all."]
     assert ana.to_dict()["speaker"] == "Ana" and "speaker" not in anon.to_dict()
     assert Caption.from_dict(ben.to_dict()).to_dict() == ben.to_dict()
+
+
+# ----------------------------------------------------------------------------- whisper's flags
+
+
+def timed(text: str, spans: list[tuple[float, float]], start: float, end: float) -> Caption:
+    """A final whose words (Whisper's leading space kept) are said over `spans`."""
+    from streamcap.decoding.options import WordTiming
+
+    words = tuple(
+        WordTiming(f" {w}", a, b, 0.9) for w, (a, b) in zip(text.split(), spans, strict=True)
+    )
+    return dataclasses.replace(cap(text=text, start=start, end=end), words=words)
+
+
+def test_highlight_words_underlines_each_word_over_its_time() -> None:
+    """As openai-whisper's ``--highlight_words``: a cue per word, the plain text over the
+    gaps; ours also covers the final's own span, so the text is on screen as long as without."""
+    from streamcap.formats import CueStyle
+
+    c = timed("Hello big world.", [(0.5, 0.9), (1.0, 1.2), (1.2, 1.8)], 0.0, 2.0)
+    buf = io.StringIO()
+    SrtWriter(buf, CueStyle(highlight=True)).write(c)
+    import srt
+
+    assert [(s.start.total_seconds(), s.end.total_seconds(), s.content)
+            for s in srt.parse(buf.getvalue())] == [
+        (0.0, 0.5, "Hello big world."),
+        (0.5, 0.9, "<u>Hello</u> big world."),
+        (0.9, 1.0, "Hello big world."),
+        (1.0, 1.2, "Hello <u>big</u> world."),
+        (1.2, 1.8, "Hello big <u>world.</u>"),
+        (1.8, 2.0, "Hello big world."),
+    ]  # fmt: skip
+    vtt = io.StringIO()
+    VttWriter(vtt, CueStyle(highlight=True)).write(
+        timed("a <b> c", [(0.0, 0.2), (0.2, 0.4), (0.4, 1.0)], 0.0, 1.0)
+    )
+    # escaped text, real markup: a WebVTT parser reads the underline and the escaped text back
+    import webvtt
+
+    cues = list(webvtt.from_buffer(io.StringIO(vtt.getvalue())))
+    assert [c.raw_text for c in cues] == ["<u>a</u> &lt;b&gt; c", "a <u>&lt;b&gt;</u> c",
+                                          "a &lt;b&gt; <u>c</u>"]  # fmt: skip
+    assert cues[1].text == "a &lt;b&gt; c"
+
+
+def test_max_line_width_and_count_shape_the_cues() -> None:
+    """``--max-line-width 12 --max-line-count 1``: one line of at most 12 characters a cue,
+    still timed by the words."""
+    from streamcap.formats import CueStyle
+
+    text = "one two three four five six seven"
+    spans = [(i * 0.5, i * 0.5 + 0.4) for i in range(7)]
+    buf = io.StringIO()
+    SrtWriter(buf, CueStyle(width=12, lines=1)).write(timed(text, spans, 0.0, 3.5))
+    import srt
+
+    subs = list(srt.parse(buf.getvalue()))
+    assert all("\n" not in s.content and len(s.content) <= 12 for s in subs)
+    assert " ".join(s.content for s in subs) == text
+    assert subs[0].start.total_seconds() == 0.0 and subs[-1].end.total_seconds() == 3.5
+    with pytest.raises(ValueError, match=">= 1"):
+        CueStyle(width=0)
+    two = io.StringIO()
+    SrtWriter(two, CueStyle(width=4, lines=2, highlight=True)).write(
+        timed("abcdefgh ij", [(0.0, 1.0), (1.0, 2.0)], 0.0, 2.0)
+    )
+    # a word longer than a line is cut, and underlined in each piece while it is said
+    assert [s.content for s in srt.parse(two.getvalue())] == [
+        "<u>abcd</u>", "<u>efgh</u>\nij", "efgh\n<u>ij</u>"
+    ]  # fmt: skip
+
+
+def test_file_jsonl_drops_wire_fields_and_leading_spaces() -> None:
+    c = timed("Hello world.", [(0.1, 0.5), (0.6, 1.0)], 0.0, 1.2)
+    buf = io.StringIO()
+    TranscriptJsonlWriter(buf).write(c)
+    row = json.loads(buf.getvalue())
+    assert row == {
+        "type": "final", "segment": 0, "text": "Hello world.", "start": 0.0, "end": 1.2,
+        "words": [{"word": "Hello", "start": 0.1, "end": 0.5, "probability": 0.9},
+                  {"word": "world.", "start": 0.6, "end": 1.0, "probability": 0.9}],
+    }  # fmt: skip
+    wire = io.StringIO()
+    JsonlWriter(wire).write(c)  # the recording keeps the event as sent
+    assert Caption.from_dict(json.loads(wire.getvalue())).words[0].word == " Hello"
+
+
+def test_whisper_json_is_valid_after_every_final() -> None:
+    from streamcap.formats import Decoded, WhisperJsonWriter
+
+    buf = io.StringIO()
+    w = WhisperJsonWriter(buf)
+    assert json.loads(buf.getvalue()) == {"segments": [], "text": "", "language": None}
+    first = timed("Hello world.", [(0.1, 0.5), (0.6, 1.0)], 0.0, 1.2)
+    w.write(first, Decoded(" Hello world.", (1, 2, 3), -0.2, 0.01, "en", 0))
+    doc = json.loads(buf.getvalue())
+    assert doc["text"] == " Hello world." and doc["language"] == "en"
+    assert doc["segments"][0]["words"][0] == {"word": " Hello", "start": 0.1, "end": 0.5,
+                                              "probability": 0.9}  # fmt: skip
+    second = dataclasses.replace(cap(text="Bye.", start=2.0, end=2.5), speaker="Ana")
+    w.write(second, Decoded(" Bye.", (4,), -0.1, 0.02, "en", 200))
+    doc = json.loads(buf.getvalue())
+    assert [s["id"] for s in doc["segments"]] == [0, 1] and doc["text"] == " Hello world. Bye."
+    assert doc["segments"][1]["speaker"] == "Ana" and "words" not in doc["segments"][1]
+    with pytest.raises(ValueError, match="needs each final's decode"):
+        w.write(cap(text="no decode"))

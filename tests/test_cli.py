@@ -141,7 +141,9 @@ def test_silence_is_not_an_error(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert res.stdout == ""
     assert srt.read_text() == "" and vtt.read_text() == "WEBVTT\n\n"  # valid, empty
-    assert "no speech found" in last_line(res) and "error" not in last_line(res)
+    notes = [line for line in res.stderr.splitlines() if line.strip()]
+    assert notes[-2:] == [f"wrote {srt}", f"wrote {vtt}"]  # empty, but written: said so
+    assert "no speech found" in notes[-3] and "error" not in notes[-3]
 
 
 def _long_speech(path: Path) -> float:
@@ -160,9 +162,10 @@ def test_ctrl_c_keeps_valid_subtitles_with_everything_so_far(tmp_path: Path) -> 
     wav = tmp_path / "long.wav"
     assert _long_speech(wav) > 120
     srt, vtt, jsonl = tmp_path / "l.srt", tmp_path / "l.vtt", tmp_path / "l.jsonl"
+    whisper = tmp_path / "l.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamcap.cli", "transcribe", str(wav), "--language", "en",
-         "-o", str(srt), "-o", str(vtt), "-o", str(jsonl)],
+         "-o", str(srt), "-o", str(vtt), "-o", str(jsonl), "-o", str(whisper)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -187,6 +190,9 @@ def test_ctrl_c_keeps_valid_subtitles_with_everything_so_far(tmp_path: Path) -> 
     assert " ".join(c[3] for c in cues).split() == " ".join(f["text"] for f in finals).split()
     assert stdout.splitlines() == [f["text"] for f in finals]  # printed as decoded
     assert vtt.read_text().startswith("WEBVTT\n\n") and "-->" in vtt.read_text()
+    # one JSON document, rewritten after each final: whole, with every final so far
+    segments = json.loads(whisper.read_text())["segments"]
+    assert [s["text"].strip() for s in segments] == [f["text"] for f in finals]
 
 
 # --------------------------------------------------------------------------- live, real model
