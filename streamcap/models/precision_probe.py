@@ -44,6 +44,7 @@ class EncoderChoice:
     precision: str  # "fp32", "bf16" or "int8"
     timings: Mapping[str, float]
     reason: str
+    quiet: bool = True  # timed on a quiet machine (else provisional: `BUSY_LOAD_PER_CPU`)
 
 
 def choose(timings: Mapping[str, float], margin: float = MARGIN) -> EncoderChoice:
@@ -77,7 +78,9 @@ def all_cached() -> dict[str, EncoderChoice]:
     try:
         data = json.loads(cache_path().read_text(encoding="utf-8"))
         return {
-            k: EncoderChoice(str(v["precision"]), dict(v["timings"]), str(v["reason"]))
+            k: EncoderChoice(
+                str(v["precision"]), dict(v["timings"]), str(v["reason"]), v.get("quiet", True)
+            )
             for k, v in data.items()
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -85,13 +88,18 @@ def all_cached() -> dict[str, EncoderChoice]:
 
 
 def cached(key: str) -> EncoderChoice | None:
-    return all_cached().get(key)
+    """The cached choice for `key`, unless it was timed on a busy machine and this one is
+    quiet now (then it is timed again)."""
+    hit = all_cached().get(key)
+    if hit is not None and not hit.quiet and machine_is_quiet():
+        return None
+    return hit
 
 
-#: A timing taken while the machine's load average is above this share of its CPUs is used
-#: for the process that took it but not cached: other work then skews the candidates unequally
-#: (seen here: bf16 1.57 s against fp32 1.32 s at load 1.6 on 2 cores, 0.30 against 0.59 s
-#: quiet), and a cached choice would keep the skew for good.
+#: A timing taken while the machine's load average is above this share of its CPUs is cached
+#: as provisional: other work skews the candidates unequally (seen here: bf16 1.57 s against
+#: fp32 1.32 s at load 1.6 on 2 cores, 0.30 against 0.59 s quiet), so the first load that
+#: finds the machine quiet measures again; a machine that is never quiet keeps it.
 BUSY_LOAD_PER_CPU = 0.5
 
 
@@ -104,9 +112,7 @@ def machine_is_quiet() -> bool:
 
 def store(key: str, choice: EncoderChoice) -> None:
     """Add `choice` to the cache file (best effort: a read-only cache just measures again),
-    unless the machine is busy (`machine_is_quiet`): then the next load measures again."""
-    if not machine_is_quiet():
-        return
+    marked provisional when the machine is busy now (`BUSY_LOAD_PER_CPU`)."""
     path = cache_path()
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
@@ -120,6 +126,7 @@ def store(key: str, choice: EncoderChoice) -> None:
         "reason": choice.reason,
         "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "load_average": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "quiet": machine_is_quiet(),
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
