@@ -96,7 +96,7 @@ def test_a_final_with_no_words_heard_is_empty_and_one_without_times_keeps_everyt
 
 def test_a_final_joins_its_streams_waiting_final_in_its_place() -> None:
     told = Told()
-    q = JobQueue()
+    q = JobQueue(coalesce=True)
     first = final(told, 1, 2.0)
     first.id, first.submitted = 1, 10.0
     other = final(told, 1, 2.0, stream="b")
@@ -118,13 +118,17 @@ def test_a_final_joins_its_streams_waiting_final_in_its_place() -> None:
 
 def test_a_running_final_a_long_backlog_and_other_kinds_are_never_joined() -> None:
     told = Told()
-    q = JobQueue()
+    q = JobQueue(coalesce=True)
     q.add(final(told, 1, 2.0))
     (running,) = q.take()  # started: nothing joins it
     q.add(final(told, 2, 2.0))
     assert len(q.finals) == 1 and q.finals[0].window == 2 and running.window == 1
     q.add(final(told, 3, MAX_COALESCED_S - 2.0))  # would pass the window's limit
     assert len(q.finals) == 2
+    remote = JobQueue()  # an owner that does not complete joined finals
+    remote.add(final(told, 1, 1.0))
+    remote.add(final(told, 2, 1.0))
+    assert len(remote.finals) == 2
     plain = final(told, 4, 1.0)
     plain.coalesce = None  # a submitter that did not ask (e.g. `LiveConfig.coalesce_finals`)
     q.add(plain)
@@ -134,7 +138,7 @@ def test_a_running_final_a_long_backlog_and_other_kinds_are_never_joined() -> No
 
 def test_each_final_hears_its_own_outcome_also_of_an_error() -> None:
     told = Told()
-    q = JobQueue()
+    q = JobQueue(coalesce=True)
     q.add(final(told, 1, 1.0))
     q.add(final(told, 2, 1.0))
     (joined,) = q.take()

@@ -11,8 +11,10 @@ whether its decodes run on this machine or on a replica:
   bounded by the number of streams plus the finals;
 - among streams, the partial waiting longest goes first.
 - a final submitted while its stream's previous final still waits, unstarted, joins it as one
-  job when the jobs say how (`DecodeJob.coalesce`, `runtime.coalesce`): a backlog of finals
-  costs one encoder call, and the joined job keeps the first one's place and queue time.
+  job when the jobs say how (`DecodeJob.coalesce`, `runtime.coalesce`) and the owner runs such
+  jobs (``JobQueue(coalesce=True)``: the local worker; a replica does not yet complete a final
+  the joined decode cut short): a backlog of finals costs one encoder call, and the joined job
+  keeps the first one's place and queue time.
 
 Not thread-safe: the owner holds its own lock around every call. Dropped jobs are kept in
 `dropped` until the owner's job thread has told them (``on_done``), never from `add` itself.
@@ -36,7 +38,10 @@ def one_at_a_time(waiting: int, kind: JobKind) -> int:
 class JobQueue:
     """Finals in order, one partial per stream, and the dropped jobs not yet told."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, coalesce: bool = False) -> None:
+        #: join a stream's backlog of finals (only an owner that completes what a joined
+        #: window's decode cut short may: `runtime.coalesce.complete_parts`)
+        self.coalesce = coalesce
         self.finals: deque[DecodeJob] = deque()
         self.partials: dict[str, DecodeJob] = {}
         self.dropped: deque[DecodeJob] = deque()  # dropped, ``on_done`` not yet delivered
@@ -48,7 +53,7 @@ class JobQueue:
         old = self.partials.get(job.stream)
         stale: list[DecodeJob] = []
         if job.kind == "final":
-            if not self._coalesce(job):
+            if not (self.coalesce and self._coalesce(job)):
                 self.finals.append(job)
             if old is not None and old.window <= job.window:
                 stale.append(self.partials.pop(job.stream))

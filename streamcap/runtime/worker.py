@@ -95,7 +95,7 @@ class InferenceWorker:
         self.engine = engine
         self.name = name
         self._cond = threading.Condition()
-        self._queue = JobQueue()
+        self._queue = JobQueue(coalesce=True)  # it completes joined finals (`_execute`)
         self._running: list[DecodeJob] = []
         self._thread: threading.Thread | None = None
         self._stopping = False
