@@ -203,9 +203,9 @@ def _check_unique(inputs: Sequence[str], plan: Sequence[Sequence[Path]]) -> None
             sources.setdefault(key, []).append(src)
             shown.setdefault(key, t)
     clashes: dict[tuple[str, ...], list[str]] = {}
-    for key, srcs in sources.items():
-        if len(srcs) > 1:
-            clashes.setdefault(tuple(dict.fromkeys(srcs)), []).append(str(shown[key]))
+    for key, given in sources.items():
+        if len(given) > 1:
+            clashes.setdefault(tuple(dict.fromkeys(given)), []).append(str(shown[key]))
     if not clashes:
         return
     parts = []
