@@ -1,5 +1,5 @@
 """`transcribe --live` on a terminal: the partial is rewritten in place, each final gets its
-own line (`cli.live.LiveLines`, the display `dictate` uses). A real pseudo-terminal, the real
+own line (`cli.live.LiveLines`, the display `dictate` is to share). A real pseudo-terminal, the real
 command and model on real speech."""
 
 from __future__ import annotations
