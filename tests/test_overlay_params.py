@@ -7,6 +7,7 @@ before its stream exists shows the captions once the stream starts, and every te
 WCAG AA (4.5:1) over a white scene as over a black one, measured from the computed styles.
 """
 
+# ruff: noqa: F811 - `browser` is test_browser's chromium fixture, imported to be a parameter
 from __future__ import annotations
 
 import asyncio
@@ -65,7 +66,8 @@ CONTRAST_JS = """
   const out = [];
   for (const el of document.body.querySelectorAll("*")) {
     const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
-    if (!own || !el.getClientRects().length || getComputedStyle(el).visibility !== "visible") continue;
+    const shown = el.getClientRects().length && getComputedStyle(el).visibility === "visible";
+    if (!own || !shown) continue;
     if (el.matches(":disabled")) continue; // WCAG 1.4.3 exempts inactive controls
     const chain = [];
     for (let e = el; e; e = e.parentElement) chain.unshift(e);
@@ -91,9 +93,7 @@ def _status(page: Any) -> str:
     return str(page.locator("#status").inner_text())
 
 
-def test_refused_parameters_are_named_and_defaults_used(
-    server: ServerThread, browser: Any  # noqa: F811
-) -> None:
+def test_refused_parameters_are_named_and_defaults_used(server: ServerThread, browser: Any) -> None:
     from playwright.sync_api import expect
 
     page = browser.new_page()
@@ -101,8 +101,9 @@ def test_refused_parameters_are_named_and_defaults_used(
     status = page.locator("#status")
     expect(status).to_contain_text("ignored:", timeout=10_000)
     text = _status(page)
-    for refused in ("size=abc", "lines=-1", "hold=xyz", "position=middle", "unknown parameter sise"):
-        assert refused in text, text
+    refused = ("size=abc", "lines=-1", "hold=xyz", "position=middle", "unknown parameter sise")
+    for value in refused:
+        assert value in text, text
     cfg = page.evaluate("window.streamcapOverlay.cfg")
     assert (cfg["size"], cfg["lines"], cfg["hold"], cfg["position"]) == (40, 2, 6, "bottom")
     expect(page.locator("#box .line")).to_have_count(2)  # the default, not the clamped 1
@@ -121,9 +122,7 @@ def test_refused_parameters_are_named_and_defaults_used(
         page.screenshot(path=str(DOC_IMG / "overlay-refused.png"), clip=clip)
 
 
-def test_unusable_server_and_missing_stream_say_so(
-    server: ServerThread, browser: Any  # noqa: F811
-) -> None:
+def test_unusable_server_and_missing_stream_say_so(server: ServerThread, browser: Any) -> None:
     from playwright.sync_api import expect
 
     page = browser.new_page()
@@ -146,7 +145,7 @@ def test_unusable_server_and_missing_stream_say_so(
 
 
 def test_overlay_opened_before_its_stream_shows_its_captions(
-    server: ServerThread, browser: Any, speech: dict  # noqa: F811
+    server: ServerThread, browser: Any, speech: dict
 ) -> None:
     from playwright.sync_api import expect
 
@@ -172,7 +171,7 @@ def _overlay_with_every_colour(page: Any, url: str) -> None:
     """Finals of eight speakers (every palette colour), a highlighted word and a dimmed
     partial, drawn by the overlay's own code path for wire events."""
     page.goto(url)
-    page.wait_for_function("window.streamcapOverlay")
+    page.wait_for_function("() => window.streamcapOverlay")
     page.evaluate(
         """() => {
         const o = window.streamcapOverlay;
@@ -187,12 +186,12 @@ def _overlay_with_every_colour(page: Any, url: str) -> None:
                 speaker: "Speaker 8", committed_chars: 0});
       }"""
     )
-    page.wait_for_function("document.querySelector('#box .now')")
+    page.wait_for_function("() => document.querySelector('#box .now')")
 
 
 @pytest.mark.parametrize("scene", ["white", "black"])
 def test_overlay_text_meets_wcag_aa_over_light_and_dark_scenes(
-    server: ServerThread, browser: Any, scene: str  # noqa: F811
+    server: ServerThread, browser: Any, scene: str
 ) -> None:
     page = browser.new_page()
     page.set_viewport_size({"width": 1920, "height": 1080})
@@ -209,9 +208,7 @@ def test_overlay_text_meets_wcag_aa_over_light_and_dark_scenes(
     assert not low, low
 
 
-def test_contrast_measure_finds_the_old_colours_failing(
-    server: ServerThread, browser: Any  # noqa: F811
-) -> None:
+def test_contrast_measure_finds_the_old_colours_failing(server: ServerThread, browser: Any) -> None:
     """The measure itself: the old second-speaker colour on the old box over white was
     2.87:1 (the figure in issue 23); it must read that, not pass everything."""
     page = browser.new_page()
@@ -225,7 +222,7 @@ def test_contrast_measure_finds_the_old_colours_failing(
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_mic_page_text_meets_wcag_aa_in_both_schemes(
-    server: ServerThread, browser: Any, scheme: str  # noqa: F811
+    server: ServerThread, browser: Any, scheme: str
 ) -> None:
     page = browser.new_page()
     page.emulate_media(color_scheme=scheme)
@@ -244,3 +241,22 @@ def test_mic_page_text_meets_wcag_aa_in_both_schemes(
     assert {"error", "partial"} <= {f["cls"] for f in found}
     low = [f for f in found if f["ratio"] < 4.5]
     assert not low, low
+
+
+def test_obs_guide_documents_every_parameter_with_its_default(
+    server: ServerThread, browser: Any
+) -> None:
+    """docs/obs.md's table has a row for each parameter the overlay reads, with the page's own
+    default (web/overlay-config.js), and no row for one it does not read."""
+    page = browser.new_page()
+    page.goto(server.url("/overlay?stream=d1"))
+    spec = page.evaluate(
+        "() => Object.fromEntries("
+        "  Object.entries(Streamcap.OVERLAY_PARAMS).map(([k, v]) => [k, v[1]]))"
+    )
+    guide = (DOC_IMG.parent / "obs.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| ([^|]*) \|", guide, re.M))
+    assert set(rows) == set(spec), set(rows) ^ set(spec)
+    for name, default in spec.items():
+        cell = rows[name]
+        assert (f"`{default}`" in cell) if default != "" else ("none" in cell), (name, cell)
