@@ -146,12 +146,14 @@ def test_bench_comparison_headers_stay_apart() -> None:
 @pytest.mark.model
 def test_demo_names_keep_serving_and_speaks_as_demo() -> None:
     sample = str(DATA / "en_real_goforward.wav")
-    res = run("demo", "--model", "tiny.en", "--sample", sample, "--threads", "1")
+    res = run(
+        "demo", "--model", "tiny.en", "--sample", sample, "--threads", "1", "--precision", "fp32"
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "--keep-serving" in res.stdout and "server stopped" in res.stdout, res.stdout
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamcap.cli", "demo", "--model", "tiny.en", "--sample",
-         sample, "--threads", "1", "--keep-serving"],
+         sample, "--threads", "1", "--precision", "fp32", "--keep-serving"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
