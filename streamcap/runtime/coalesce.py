@@ -141,7 +141,7 @@ def _deliver(job: DecodeJob, outcome: JobOutcome, *, decode: Decode, gap_s: floa
         spans = [(p.offset, p.duration) for p in parts]
         results = list(split_result(outcome.result, spans, gap_s, decode))
     for i, (p, result) in enumerate(zip(parts, results, strict=True)):
-        own = replace(outcome, result=result, parts=None, coalesced=len(parts))
+        own = replace(outcome, result=result, parts=None, coalesced=len(parts), joined=job)
         if i > 0:  # the decode's costs are the first part's
             own = replace(own, encoder_s=0.0, decoder_s=0.0, compute_s=0.0)
         if result is not None and not p.job.word_timestamps:

@@ -36,6 +36,8 @@ class JobOutcome:
     batch: int = 1  # rows decoded together with this job (itself included)
     rechecked: int = 0  # batched choices decided again at batch 1 (`runtime.batching`)
     coalesced: int = 1  # finals decoded as one window with this one (`runtime.coalesce`)
+    #: the coalesced job whose window this final's result was cut from (`runtime.coalesce`)
+    joined: DecodeJob | None = None
     #: a coalesced job's result per final, cut and completed by the worker (`runtime.coalesce`)
     parts: tuple[DecodeResult, ...] | None = None
 

@@ -134,7 +134,10 @@ class LiveConfig:
       should know), before the policy's context in every decode's prompt.
     - coalesce_finals: a final submitted while the stream's previous final still waits,
       unstarted, is decoded with it as one window and the result split at the word times
-      (`runtime.coalesce`): a backlog costs one encoder call instead of one per final.
+      (`runtime.coalesce`): a backlog costs one encoder call instead of one per final. Off by
+      default: measured on the tempo-1.3 hard file (README), Whisper's no-timestamps decode of
+      a joined window often stops after its first sentence, the final it cut short is decoded
+      again alone, and the first final waits for both: latency and WER rose.
     - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
       more decoder pass, 5-9 % of a final's cost): every final, and the partials that may
       commit words (the policy cuts the window at their end).
@@ -148,7 +151,7 @@ class LiveConfig:
     partial_context_margin_s: float | None = PARTIAL_CONTEXT_MARGIN_S
     partial_context_min_s: float = PARTIAL_CONTEXT_MIN_S
     word_timestamps: bool = True
-    coalesce_finals: bool = True
+    coalesce_finals: bool = False
     early_finals: Literal["auto", "on", "off"] = "auto"
     early_final_max_cost_s: float = 0.6
     prompt: str = ""
