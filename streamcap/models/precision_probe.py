@@ -79,12 +79,20 @@ def all_cached() -> dict[str, EncoderChoice]:
         data = json.loads(cache_path().read_text(encoding="utf-8"))
         return {
             k: EncoderChoice(
-                str(v["precision"]), dict(v["timings"]), str(v["reason"]), v.get("quiet", True)
+                str(v["precision"]), dict(v["timings"]), str(v["reason"]), _was_quiet(v)
             )
             for k, v in data.items()
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
+
+
+def _was_quiet(record: Mapping[str, Any]) -> bool:
+    """A record's own flag; older records, without one, by the load average they noted."""
+    if "quiet" in record:
+        return bool(record["quiet"])
+    load = record.get("load_average")
+    return load is None or float(load) <= BUSY_LOAD_PER_CPU * (os.cpu_count() or 1)
 
 
 def cached(key: str) -> EncoderChoice | None:

@@ -33,14 +33,13 @@ Timer = Callable[[DecoderStep, torch.Tensor], dict[str, float]]
 
 
 def decoder_rows(step: DecoderStep, enc: torch.Tensor) -> torch.Tensor:
-    """Eight hidden states of ``step``'s decoder over ``enc``: its prefix then a few words, the
-    kind of rows a decode projects."""
+    """Eight hidden states of ``step``'s decoder over ``enc`` after words of text (the kind of
+    rows a decode projects; the prefix's rows, flat over the vocabulary, are left out)."""
     spec = step.spec
     language = spec.language_id("en") if spec.multilingual else None
     tokens = spec.prefix(language, _options())
-    tokens += list(spec.text_to_ids("And so my fellow Americans"))
-    tokens = (tokens * 2)[:8]
-    return step.forward(tokens, step.new_cache(), enc)
+    tokens += list(spec.text_to_ids("And so my fellow Americans, ask not what your country"))
+    return step.forward(tokens, step.new_cache(), enc)[-8:]  # rows after text: a decode's
 
 
 def _options() -> Any:
