@@ -245,7 +245,7 @@ def test_bad_input_fails_at_once_in_one_line(args: list[str], message: str, tmp_
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["transcribe", "/missing.wav", "--model", "large-v9"], "not found"),  # input first
+        (["transcribe", "/missing.wav", "--model", "tiny.en"], "not found"),  # before loading
         (["transcribe", str(JFK), "--model", "large-v9"], "unknown model"),
         (["transcribe", str(JFK), "--model", "org/whisper-x"], "not reachable"),
     ],

@@ -20,7 +20,7 @@ from .errors import AudioError, DeviceNotFoundError, NoMicrophoneError
 from .resample import TARGET_RATE, StreamResampler
 
 NO_MIC_MESSAGE = (
-    "no microphone found (no audio input devices); use --device or check your sound card"
+    "no microphone found (no audio input devices); use --mic or check your sound card"
 )
 
 
