@@ -34,7 +34,7 @@ from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
 from streamcap.errors import UserError
 
 if TYPE_CHECKING:
-    from streamcap.core.captions import Caption, CaptionEvent
+    from streamcap.core.captions import CaptionEvent
 
 #: How long the last final may take after the microphone stops.
 FINISH_TIMEOUT_S = 60.0
@@ -76,48 +76,6 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     p.set_defaults(func=run)
 
 
-class _Display:
-    """Finals on their own lines; the current partial updates in place (rich) on a terminal."""
-
-    def __init__(self, show_partials: bool) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=False, highlight=False)
-        self.interactive = self.console.is_terminal and show_partials
-        self.live: Any = None
-
-    def __enter__(self) -> _Display:
-        if self.interactive:
-            from rich.live import Live
-
-            self.live = Live(
-                "", console=self.console, refresh_per_second=12, transient=True
-            ).__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.__exit__(None, None, None)
-            self.live = None
-
-    def show(self, cap: Caption) -> None:
-        if cap.type == "final":
-            if self.live is not None:
-                self.live.update("", refresh=True)
-            if cap.text.strip():
-                line = f"{cap.speaker}: {cap.text}" if cap.speaker else cap.text
-                if self.live is not None:
-                    self.live.console.print(line, markup=False)
-                else:
-                    print(line, flush=True)
-        elif self.live is not None:
-            from rich.text import Text
-
-            t = Text(cap.text[: cap.committed_chars])
-            t.append(cap.text[cap.committed_chars :], style="dim")
-            self.live.update(t, refresh=True)
-
-
 def run(args: argparse.Namespace) -> int:
     """Live captions from the microphone until Ctrl-C (or --duration)."""
     from streamcap.audio import (
@@ -139,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     [outputs] = plan_outputs(["dictation"], args.output, None, folders=False)
     config = live_config_of(args)
 
-    from streamcap.cli.live import ready_engine
+    from streamcap.cli.live import LiveLines, ready_engine
     from streamcap.core.captions import CaptionLog
     from streamcap.runtime.clock import RealClock
     from streamcap.runtime.stream import LiveStream
@@ -156,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     previous = _on_sigint(stop)
     status = 0
     try:
-        with Writers(outputs) as writers, _Display(not args.no_partials) as display:
+        with Writers(outputs) as writers, LiveLines(not args.no_partials) as display:
 
             def drain() -> None:
                 while True:
