@@ -250,7 +250,8 @@ def _srt_cues(text: str) -> list[tuple[float, float, str]]:
 def test_offline_srt_cues_are_cut_where_the_words_are(engine: Any, tmp_path: Path) -> None:
     import io
 
-    from streamcap.formats import JsonlWriter, SrtWriter, split_cues
+    from streamcap.cues import split_cues
+    from streamcap.formats import JsonlWriter, SrtWriter
     from streamcap.runtime.transcribe import Transcription
 
     finals = list(Transcription(engine, DATA / "en_real_jfk.wav"))

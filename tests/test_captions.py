@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from streamcap.core.captions import Caption, CaptionLog
+from streamcap.cues import sentences, split_cues, wrap_text
 from streamcap.formats import (
     FORMATS,
     CaptionWriter,
@@ -25,9 +26,6 @@ from streamcap.formats import (
     open_writer,
     render_srt,
     render_vtt,
-    sentences,
-    split_cues,
-    wrap_text,
 )
 
 LONG = (
@@ -438,7 +436,7 @@ def timed(text: str, spans: list[tuple[float, float]], start: float, end: float)
 def test_highlight_words_underlines_each_word_over_its_time() -> None:
     """As openai-whisper's ``--highlight_words``: a cue per word, the plain text over the
     gaps; ours also covers the final's own span, so the text is on screen as long as without."""
-    from streamcap.formats import CueStyle
+    from streamcap.cues import CueStyle
 
     c = timed("Hello big world.", [(0.5, 0.9), (1.0, 1.2), (1.2, 1.8)], 0.0, 2.0)
     buf = io.StringIO()
@@ -470,7 +468,7 @@ def test_highlight_words_underlines_each_word_over_its_time() -> None:
 def test_max_line_width_and_count_shape_the_cues() -> None:
     """``--max-line-width 12 --max-line-count 1``: one line of at most 12 characters a cue,
     still timed by the words."""
-    from streamcap.formats import CueStyle
+    from streamcap.cues import CueStyle
 
     text = "one two three four five six seven"
     spans = [(i * 0.5, i * 0.5 + 0.4) for i in range(7)]

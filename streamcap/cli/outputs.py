@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamcap.cli.common import UsageError, positive_int, say
+from streamcap.cues import DEFAULT_CUES, CueStyle
 from streamcap.errors import UserError
 from streamcap.formats import (
-    DEFAULT_CUES,
     FORMATS,
     STREAM_FORMATS,
     SUBTITLE_FORMATS,
     CaptionWriter,
-    CueStyle,
     Decoded,
     format_of,
     open_writer,
@@ -72,7 +71,7 @@ def add_output_flags(
 
 
 def add_cue_flags(p: argparse.ArgumentParser) -> None:
-    """openai-whisper's subtitle flags, with its names and meaning (`formats.CueStyle`)."""
+    """openai-whisper's subtitle flags, with its names and meaning (`cues.CueStyle`)."""
     g = p.add_argument_group("subtitle cues (.srt, .vtt)")
     g.add_argument(
         "--max-line-width",

@@ -191,13 +191,18 @@ def _transcribe_one(
 
     count = 0
     interrupted = False
-    tap = _Decodes(engine) if any(format_of(p) == "json" for p in writers.paths) else None
+    whisper_json = any(format_of(p) == "json" for p in writers.paths)
     with writers, _progress(Path(path).name, duration) as progress, _ctrl_c() as stop:
-        job = Transcription(engine if tap is None else tap, path, opts, on_progress=progress)  # type: ignore[arg-type]
+        job = Transcription(engine, path, opts, on_progress=progress)
         labels = speakers(path) if speakers is not None else None  # one meeting per file
         try:
             for final in job:
-                decoded = tap.decoded(final, job.language) if tap is not None else None
+                result = job.last_result
+                decoded = (
+                    _decoded(engine, final, result, job.language)
+                    if whisper_json and result is not None
+                    else None
+                )
                 for caption in labels.label(final) if labels is not None else [final]:
                     writers.write(caption, decoded)  # the files first: an interrupt keeps them
                     print(_line(caption, args.timestamps), flush=True)
@@ -223,37 +228,16 @@ def _transcribe_one(
     return 0
 
 
-class _Decodes:
-    """The engine as `Transcription` uses it, keeping the result of its last decode (aligned
-    when words are timed): openai-whisper's JSON holds each final's tokens, ``avg_logprob``
-    and ``no_speech_prob``, which a `Caption` does not carry. Only used when a .json is
-    written."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._last: DecodeResult | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-    def decode(self, *args: Any, **kwargs: Any) -> DecodeResult:
-        self._last = self._engine.decode(*args, **kwargs)
-        return self._last
-
-    def align(self, *args: Any, **kwargs: Any) -> DecodeResult:
-        self._last = self._engine.align(*args, **kwargs)
-        return self._last
-
-    def decoded(self, final: Caption, language: str | None) -> Decoded:
-        """What whisper's JSON says of `final` (just yielded: the last decode is its own)."""
-        r = self._last
-        assert r is not None, "a final without a decode"
-        english_only = "" if self._engine.multilingual else "en"
-        return Decoded(
-            text=r.text, tokens=r.tokens, avg_logprob=r.avg_logprob,
-            no_speech_prob=r.no_speech_prob, language=language or r.language or english_only,
-            seek=round(final.start * 100),
-        )  # fmt: skip
+def _decoded(
+    engine: Engine, final: Caption, result: DecodeResult, language: str | None
+) -> Decoded:
+    """What openai-whisper's JSON says of `final` beyond its caption: the decode behind it."""
+    english_only = "" if engine.multilingual else "en"
+    return Decoded(
+        text=result.text, tokens=result.tokens, avg_logprob=result.avg_logprob,
+        no_speech_prob=result.no_speech_prob, language=language or result.language or english_only,
+        seek=round(final.start * 100),
+    )  # fmt: skip
 
 
 @contextmanager

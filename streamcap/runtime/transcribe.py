@@ -33,7 +33,7 @@ from streamcap.core.segmenter import (
     collect_utterances,
 )
 from streamcap.core.text import GuardConfig, describe_drop, drop_reason
-from streamcap.decoding.options import DecodeStats, DecodingOptions
+from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.engine import Engine, with_words
 
@@ -88,7 +88,9 @@ class Transcription:
     current whenever a final comes out or ``on_progress`` is called (after every second of
     audio, silence included, so a progress bar moves through a long pause too). ``drops``
     counts the utterances whose decode gave no final, by reason (`text.drop_reason`); each is
-    also logged at INFO level.
+    also logged at INFO level. ``last_result`` is the decode behind the final just yielded
+    (its tokens, ``avg_logprob`` and ``no_speech_prob``, which a `Caption` does not carry:
+    openai-whisper's JSON writes them).
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class Transcription:
         self._segment = 0
         self._stream = stream
         self.drops: dict[str, int] = {}
+        self.last_result: DecodeResult | None = None
         #: the file's language: the given one, or the one detected and kept (`lock_language`)
         self.language: str | None = self.options.decoding.language
 
@@ -161,6 +164,7 @@ class Transcription:
                 self.language = result.language
             # Each offline final stands alone: it commits exactly its own text.
             words = tuple(w.shifted(start) for w in result.words)  # the file's times
+            self.last_result = result
             event = CaptionEvent("final", segment, text, start, end, len(text), 0.0, words=words)
             yield self._log.add(event)
 
