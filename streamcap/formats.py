@@ -135,7 +135,7 @@ class _SubtitleWriter(CaptionWriter):
         planned = plan_cues(c.text, c.start, c.end, s.width, s.lines, c.words)
         if s.highlight:
             return [(highlighted_cues(p, c.words, self.escape), c.speaker) for p in planned]
-        return [([(t0, t1, [self.escape(x) for x in lines])], caption.speaker)
+        return [([(t0, t1, [self.escape(x) for x in lines])], c.speaker)
                 for t0, t1, lines, _ in planned]  # fmt: skip
 
     def _cue(self, cues: list[Cue], speaker: str) -> str:
