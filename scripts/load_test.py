@@ -103,8 +103,8 @@ def load_program(reference: Path | None) -> Program:
         ref = json.loads(reference.read_text())
         audio, rate = sf.read(reference_audio(reference, ref["audio"]), dtype="float32")
         assert rate == SR, rate
-        segs = [Segment(s["start"], s["end"], s["text"]) for s in ref["segments"]]
-        return Program(audio, segs)
+        given = [Segment(s["start"], s["end"], s["text"]) for s in ref["segments"]]
+        return Program(audio, given)
     parts: list[np.ndarray] = []
     segs: list[Segment] = []
     t = 0.0
@@ -170,8 +170,9 @@ def normalise(text: str) -> list[str]:
 
 def final_latencies(
     segments: list[Segment], finals: list[tuple[float, str]], t0: float
-) -> tuple[list[float], int]:
-    """Latency (s) per reference segment and the number missed (see the module docstring)."""
+) -> tuple[list[tuple[float, float]], int]:
+    """(segment end in stream seconds, latency in s) per reference segment that a final
+    reached, and the number missed (see the module docstring)."""
     import jiwer
 
     ref_words: list[str] = []
@@ -196,14 +197,14 @@ def final_latencies(
         if chunk.type in ("equal", "substitute"):
             for k in range(chunk.ref_end_idx - chunk.ref_start_idx):
                 aligned[chunk.ref_start_idx + k] = chunk.hyp_start_idx + k
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     missed = 0
     for i, s in enumerate(segments):
         idx = [j for j, seg in enumerate(ref_seg) if seg == i and j in aligned]
         if not idx:
             missed += 1
             continue
-        latencies.append(hyp_time[aligned[max(idx)]] - (t0 + s.end))
+        latencies.append((s.end, hyp_time[aligned[max(idx)]] - (t0 + s.end)))
     return latencies, missed
 
 
@@ -335,6 +336,8 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     samples: list[dict[str, float]] = []
     t_start = time.monotonic()
 
+    nan = float("nan")
+
     async def sampler() -> None:
         while True:
             await asyncio.sleep(args.sample_every)
@@ -349,6 +352,9 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
                     "queue_depth": m.get("streamcap_queue_depth", float("nan")),
                     "replicas_running": m.get("streamcap_replicas_running", float("nan")),
                     "viewers": m.get("streamcap_viewers", float("nan")),
+                    "heap_in_use_mb": m.get('streamcap_heap_bytes{kind="in_use"}', nan) / 1e6,
+                    "heap_free_mb": m.get('streamcap_heap_bytes{kind="free"}', nan) / 1e6,
+                    "finals_in_memory": m.get("streamcap_finals_in_memory", nan),
                 }
             )
 
@@ -434,7 +440,8 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
         if s in refused:  # admission control said no at once: nothing was promised
             report["streams"][s] = {"refused": True}
             continue
-        lat, missed = final_latencies(programs[i].segments, finals, t0s.get(s, t_start))
+        timed, missed = final_latencies(programs[i].segments, finals, t0s.get(s, t_start))
+        lat = [x for _, x in timed]
         late = sum(t > closed_at + 2.0 for t, _ in finals)
         dropped = [
             len(
@@ -462,6 +469,7 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
             "dropped_finals_per_viewer": dropped,
             "partials_received_per_viewer": partials,
             "viewer_errors": [v.error for v in viewers[s] if v.error],
+            "latency_by_segment_end": [[round(a, 2), round(b, 3)] for a, b in timed],
         }
     rss = [x["rss_mb"] for x in samples]
     cpu = [x["cpu_pct"] for x in samples]
@@ -633,9 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             reports[backend] = run_backend(args, backend, args.ray_address)
     report: dict[str, Any] = reports[backends[0]] if len(backends) == 1 else reports
-    summary = {
-        b: {k: v for k, v in r.items() if k != "samples"} for b, r in reports.items()
-    }
+    summary = {b: brief(r) for b, r in reports.items()}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
@@ -644,6 +650,16 @@ def main(argv: list[str] | None = None) -> int:
         print_side_by_side(summary)
     ok = all(r["dropped_finals"] == 0 and not r["errors"] for r in reports.values())
     return 0 if ok else 1
+
+
+def brief(report: dict[str, Any]) -> dict[str, Any]:
+    """The report without its time series (printed; the JSON keeps them)."""
+    out = {k: v for k, v in report.items() if k != "samples"}
+    out["streams"] = {
+        s: {k: v for k, v in r.items() if k != "latency_by_segment_end"}
+        for s, r in report.get("streams", {}).items()
+    }
+    return out
 
 
 def print_side_by_side(summary: dict[str, dict[str, Any]]) -> None:

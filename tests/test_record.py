@@ -83,3 +83,43 @@ def test_max_finals_keeps_the_latest(tmp_path: Path) -> None:
     assert back is not None
     assert [c.text for c in back.log.finals()] == ["t7.", "t8.", "t9."]
     assert back.next_segment == 10
+    assert back.log.dropped_seq == 7  # t0..t6 (seqs 1..7) are only on disk now
+
+
+def test_finals_dropped_from_memory_are_read_back(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path)
+    clog = CaptionLog("w", epoch="e4", max_finals=3)
+    sent = _run(rec, clog, [("final", i, f"t{i}.") for i in range(10)])
+    assert [c.text for c in clog.finals()] == ["t7.", "t8.", "t9."]
+    assert clog.dropped_seq == sent[6].seq
+    back = rec.finals("w", "e4", 2, clog.dropped_seq)
+    assert [c.text for c in back] == ["t2.", "t3.", "t4.", "t5.", "t6."]
+    assert rec.finals("w", "another-epoch", 0, 100) == []
+    # a line still being written (no newline yet) is left out, not reported as broken
+    with open(tmp_path / "w.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"type": "final", "stream": "w", "se')
+    assert [c.text for c in rec.finals("w", "e4", 0, 2)] == ["t0.", "t1."]
+
+
+def test_a_renumbered_recording_reads_back_with_its_new_numbers(tmp_path: Path) -> None:
+    """A recording made before epochs (every run restarted at seq 1) is renumbered at load;
+    the finals that stay on disk read back under the same numbers, then the new ones follow."""
+    with open(tmp_path / "old.jsonl", "w", encoding="utf-8") as f:
+        for run in range(2):
+            for i in range(4):  # seqs 1..4 twice, no epoch
+                text = f"r{run}t{i}."
+                cap = Caption("final", "old", i + 1, i, text, i * 2.0, i * 2.0 + 1, 4, 0.0)
+                f.write(json.dumps(cap.to_dict()) + "\n")
+    rec = Recorder(tmp_path)
+    back = rec.load("old", max_finals=3)
+    assert back is not None
+    clog = back.log
+    assert [c.seq for c in clog.finals()] == [6, 7, 8] and clog.dropped_seq == 5
+    on_disk = rec.finals("old", clog.epoch, 0, clog.dropped_seq)
+    assert [(c.seq, c.text) for c in on_disk] == [
+        (1, "r0t0."), (2, "r0t1."), (3, "r0t2."), (4, "r0t3."), (5, "r1t0."),
+    ]  # fmt: skip
+    sent = _run(rec, clog, [("final", 9, "new.")])
+    assert [(c.seq, c.text) for c in rec.finals("old", clog.epoch, 4, sent[0].seq)] == [
+        (5, "r1t0."), (6, "r1t1."), (7, "r1t2."), (8, "r1t3."), (sent[0].seq, "new."),
+    ]  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import platform
 import re
 import socket
 import ssl
@@ -355,6 +356,11 @@ def test_metrics(server: ServerThread) -> None:
     assert values["streamcap_final_latency_seconds_count"] >= 1
     assert values['streamcap_captions_total{type="final"}'] >= 1
     assert values['streamcap_connections_refused_total{reason="auth"}'] >= 1
+    assert values["streamcap_finals_in_memory"] >= 1  # the finals above, held for replay
+    assert values["process_resident_memory_bytes"] > 100e6  # a model is loaded
+    if platform.libc_ver()[0] == "glibc":  # the C heap, as glibc's mallinfo2 counts it
+        assert values['streamcap_heap_bytes{kind="in_use"}'] > 50e6
+        assert 'streamcap_heap_bytes{kind="free"}' in values
 
 
 def test_tls(worker: Any, tmp_path: Path) -> None:

@@ -135,8 +135,10 @@ class CaptionLog:
 
     Stores every final and, per segment, only the latest partial that no final has superseded:
     replaying those in `seq` order rebuilds the same screen a live viewer has. At most
-    `max_finals` finals are kept (oldest dropped), so `since(n)` with `n` older than the oldest
-    stored event returns only what remains; `oldest_seq` tells a caller whether that happened.
+    `max_finals` finals are kept in memory (oldest dropped: an hour-long stream stays flat), so
+    `since(n)` with `n` older than the oldest stored event returns only what remains;
+    `dropped_seq` says up to which seq finals were dropped, and a caller with the stream's
+    recording reads those back from it (`server.record.Recorder.finals`).
 
     `epoch` names this log's sequence (stamped on every event): a `seq` means something only
     together with it. A log reloaded from a recording keeps its epoch and continues after
@@ -154,19 +156,29 @@ class CaptionLog:
         self._seq = last_seq
         self._finals: deque[Caption] = deque()
         self._partials: dict[int, Caption] = {}
+        self._dropped_seq = 0
+
+    def _keep_window(self) -> None:
+        while len(self._finals) > self.max_finals:
+            self._dropped_seq = self._finals.popleft().seq
 
     def restore(self, finals: Iterable[Caption], last_seq: int) -> None:
         """Load recorded finals (seq order) and continue numbering after `last_seq`."""
         for cap in finals:
             self._finals.append(cap)
-            if len(self._finals) > self.max_finals:
-                self._finals.popleft()
+            self._keep_window()
         self._seq = max(self._seq, last_seq, self._finals[-1].seq if self._finals else 0)
 
     @property
     def last_seq(self) -> int:
         """Seq of the latest event (0 before any)."""
         return self._seq
+
+    @property
+    def dropped_seq(self) -> int:
+        """Seq of the newest final dropped from memory (0: none was); every final with a seq up
+        to it is gone from this log."""
+        return self._dropped_seq
 
     @property
     def oldest_seq(self) -> int | None:
@@ -203,8 +215,7 @@ class CaptionLog:
         else:
             self._partials.pop(cap.segment, None)
             self._finals.append(cap)
-            if len(self._finals) > self.max_finals:
-                self._finals.popleft()
+            self._keep_window()
         return cap
 
     def emit(

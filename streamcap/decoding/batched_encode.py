@@ -38,12 +38,26 @@ class EncodedWindow:
     positions: int | None  # None: the full 30 s context
 
 
-def context_positions(samples: int, context_s: float | None) -> int | None:
-    """Encoder positions ``Engine.encode`` runs for a window (None: the full context)."""
+#: A shortened encoder context may be rounded up to a multiple of this many positions. Every
+#: distinct length is a new shape for the CPU kernels: oneDNN keeps compiled kernels per shape
+#: (up to 1024) and glibc's arenas fragment on buffers of ever new sizes; offline (150 decodes
+#: of 1-12 s windows, bf16 encoder) the C heap in use grew 279 -> 419 MB with any length and
+#: stayed at ~255 MB on a 25-position (0.5 s) grid. Off (1) by default: measured on the dev
+#: files, the 0.5 s grid kept WER and flicker on lf3 and lf6 and lowered final p95 (1.52 -> 1.28
+#: s, 1.12 -> 0.97 s), but on lf2 one partial-locked word more ("And most") took stream WER
+#: from 2.7 to 3.0 %, and lf2 must not get worse (issue 25 note).
+CONTEXT_STEP_POSITIONS = 1
+
+
+def context_positions(samples: int, context_s: float | None, step: int | None = None) -> int | None:
+    """Encoder positions ``Engine.encode`` runs for a window (None: the full context), rounded
+    up to a multiple of `step` (default `CONTEXT_STEP_POSITIONS`)."""
     if context_s is None:
         return None
     seconds = min(WINDOW_S, max(context_s, samples / SAMPLE_RATE))
-    positions = math.ceil(seconds * ENCODER_POSITIONS_PER_S)
+    positions = math.ceil(seconds * ENCODER_POSITIONS_PER_S - 1e-6)
+    grid = CONTEXT_STEP_POSITIONS if step is None else step
+    positions = -(-positions // grid) * grid
     return positions if 0 < positions < ENCODER_POSITIONS else None
 
 

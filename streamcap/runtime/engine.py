@@ -8,7 +8,6 @@ loop, and an assistant's decoder step (plus its own front end unless it shares t
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -19,13 +18,12 @@ import numpy.typing as npt
 import torch
 
 from streamcap.core.constants import (
-    ENCODER_POSITIONS,
-    ENCODER_POSITIONS_PER_S,
     SAMPLE_RATE,
     WINDOW_S,
 )
 from streamcap.decoding.alignment import Aligner
 from streamcap.decoding.assistant import AssistantDecoder, same_encoder, same_tokenizer
+from streamcap.decoding.batched_encode import context_positions
 from streamcap.decoding.drafters import Drafter, HypothesisDrafter, ModelDrafter, NoDrafter
 from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
 from streamcap.decoding.options import DecodeResult, DecodingOptions
@@ -143,13 +141,8 @@ class Engine:
         if len(audio) > WINDOW_S * SAMPLE_RATE:
             raise ValueError("a window holds at most 30 s of audio")
         t0 = time.perf_counter()
-        positions = None
-        if context_s is not None:
-            seconds = min(WINDOW_S, max(context_s, len(audio) / SAMPLE_RATE))
-            positions = math.ceil(seconds * ENCODER_POSITIONS_PER_S)
-        frames = None
-        if positions is not None and positions < ENCODER_POSITIONS and positions:
-            frames = MEL_FRAMES_PER_POSITION * positions
+        positions = context_positions(len(audio), context_s)  # None: the full 30 s
+        frames = None if positions is None else MEL_FRAMES_PER_POSITION * positions
         features = self.frontend.features(audio, frames)
         enc = self.frontend.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)

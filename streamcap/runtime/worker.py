@@ -62,6 +62,7 @@ from streamcap.runtime.jobs import (
     StreamStats,
     WorkerStats,
 )
+from streamcap.runtime.memory import HeapTrimmer
 
 __all__ = [
     "DecodeJob",
@@ -100,6 +101,7 @@ class InferenceWorker:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._ids = itertools.count(1)
+        self._heap = HeapTrimmer()
         #: totals, per-stream totals and the load meter (`runtime.accounts`), under the lock
         self._books = WorkerAccounts(capacity)
         self._max_depth = 0
@@ -260,6 +262,10 @@ class InferenceWorker:
         while True:
             self._deliver_dropped()
             with self._cond:
+                idle = not (self._stopping or self._queue.has_work() or self._queue.dropped)
+            if idle:  # between bursts of work: give the heap's free pages back (issue 25)
+                self._heap.idle()
+            with self._cond:
                 while not (self._stopping or self._queue.has_work() or self._queue.dropped):
                     self._cond.wait()
                 if self._queue.dropped:
@@ -272,6 +278,7 @@ class InferenceWorker:
                 self._run(jobs[0])
             else:
                 self._run_batch(jobs)
+            self._heap.worked()
 
     def _run(self, job: DecodeJob) -> None:
         outcome = JobOutcome(queued_s=time.perf_counter() - job.submitted)

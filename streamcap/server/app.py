@@ -36,7 +36,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from streamcap.core.captions import CaptionEvent
+from streamcap.core.captions import Caption, CaptionEvent
 from streamcap.formats import render_srt, render_vtt
 
 from . import access, routes
@@ -99,9 +99,11 @@ class CaptionServer:
             recorder = self.recorder
 
             def restore(stream: str) -> Any:
-                return recorder.load(stream, max_finals=config.max_finals)
+                return recorder.load(stream, max_finals=config.memory_finals)
 
-        self.hub = Hub(retain=config.retain_streams, max_finals=config.max_finals, restore=restore)
+        self.hub = Hub(
+            retain=config.retain_streams, max_finals=config.memory_finals, restore=restore
+        )
         #: (room, speaker name or "") -> its publisher's session, from its valid start on
         self._publishers: RoomClaims[IngestSession] = RoomClaims(config.max_speakers_per_room)
         #: every publisher connection, started or not (shutdown stops them all)
@@ -400,14 +402,43 @@ class CaptionServer:
         if made is not None and made[0] == state and not made[1].cancelled():
             return made[1]
         finals = entry.log.finals()  # a copy: the thread renders what the log held now
+        older = self._older_finals(entry, 0) or list
         render = render_vtt if kind == "vtt" else render_srt
         task = asyncio.ensure_future(
-            asyncio.to_thread(lambda: render(finals).encode("utf-8", "replace"))
+            asyncio.to_thread(lambda: render(older() + finals).encode("utf-8", "replace"))
         )
         self._subtitles_made[key] = (state, task)
         while len(self._subtitles_made) > SUBTITLE_CACHE_SIZE:  # oldest first
             del self._subtitles_made[next(iter(self._subtitles_made))]
         return task
+
+    def _older_finals(self, entry: StreamEntry, after: int) -> Callable[[], list[Caption]] | None:
+        """A blocking read (run it off the loop) of the recorded finals with a seq above `after`
+        that the stream's log has dropped from memory as of now; None when there are none to
+        read (nothing dropped past `after`, or no `--record`)."""
+        through, epoch, recorder = entry.log.dropped_seq, entry.log.epoch, self.recorder
+        if recorder is None or after >= through:
+            return None
+        return lambda: recorder.finals(entry.stream, epoch, after, through)
+
+    async def replay(self, entry: StreamEntry, cursor: int) -> list[Caption]:
+        """What a viewer at `cursor` is sent next, in seq order: the log's events after it, and
+        before them the recorded finals the log no longer holds (read off the event loop)."""
+        older = self._older_finals(entry, cursor)
+        events = entry.log.since(cursor)
+        if older is None:
+            return events
+        try:
+            back = await asyncio.to_thread(older)
+        except Exception:  # an unreadable recording costs the replay, never the viewer
+            self.rlog.error(
+                "replay",
+                "stream %s: reading the recording back failed",
+                entry.stream,
+                exc_info=True,
+            )
+            back = []
+        return sorted(back + events, key=lambda c: c.seq)
 
     # ------------------------------------------------------------------ WebSocket
 

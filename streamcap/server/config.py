@@ -79,7 +79,13 @@ class ServerConfig:
     unknown_stream: Literal["wait", "reject"] = "wait"
     #: Ended streams kept for `since` replay and SRT/VTT (oldest dropped first).
     retain_streams: int = 64
+    #: Finals a stream keeps in memory for replay and SRT/VTT without `--record` (oldest
+    #: dropped; 10 000 finals are ~37 MB).
     max_finals: int = 10_000
+    #: With `--record`, the finals a stream keeps in memory: older ones are read back from the
+    #: recording when a viewer resumes before them or a subtitle file is downloaded, so a
+    #: stream's memory stays flat however long it runs (issue 25).
+    recorded_memory_finals: int = 500
     #: A viewer whose socket does not take one event within this time is closed (1008).
     viewer_send_timeout_s: float = 10.0
     #: How long to wait for the last final after a publisher stops or drops.
@@ -103,7 +109,7 @@ class ServerConfig:
             )
         for name in (
             "max_streams", "max_viewers", "max_frame_bytes", "retain_streams",
-            "max_speakers_per_room",
+            "max_speakers_per_room", "max_finals", "recorded_memory_finals",
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -121,6 +127,13 @@ class ServerConfig:
             raise ValueError("download_burst and download_rate must be positive")
         if self.max_pending_per_address < 1:
             raise ValueError("max_pending_per_address must be at least 1")
+
+    @property
+    def memory_finals(self) -> int:
+        """Finals a stream's log holds in memory (see `recorded_memory_finals`)."""
+        if self.record_dir is None:
+            return self.max_finals
+        return min(self.max_finals, self.recorded_memory_finals)
 
     @property
     def tls(self) -> bool:

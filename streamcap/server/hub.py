@@ -215,6 +215,7 @@ class Hub:
             "publishers": self.publishing,
             "viewers": self.viewers,
             "retained": len(self._streams),
+            "finals_in_memory": sum(len(e.log) for e in self._streams.values()),
         }
 
     def entries(self) -> list[StreamEntry]:

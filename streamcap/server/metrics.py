@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -20,6 +26,8 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
+
+from streamcap.runtime.memory import heap_figures
 
 if TYPE_CHECKING:
     from .config import Worker
@@ -93,6 +101,21 @@ class _LiveCollector(Collector):
         yield GaugeMetricFamily(
             "streamcap_viewers", "Caption viewers connected", value=hub.get("viewers", 0)
         )
+        yield GaugeMetricFamily(
+            "streamcap_finals_in_memory",
+            "Caption events the streams' logs hold in memory (older finals: the recording)",
+            value=hub.get("finals_in_memory", 0),
+        )
+        heap = heap_figures()
+        if heap:
+            family = GaugeMetricFamily(
+                "streamcap_heap_bytes",
+                "The C heap (glibc malloc): in use, free inside its arenas, mmapped",
+                labels=["kind"],
+            )
+            for kind, value in heap.items():
+                family.add_metric([kind], value)
+            yield family
         w = self._worker()
         if "precision" in self._info:
             yield InfoMetricFamily(
@@ -269,6 +292,7 @@ class ServerMetrics:
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_LiveCollector(hub, worker, info or {}, remote))
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU, fds
         r = self.registry
         self.audio_seconds = Counter(
             "streamcap_audio_seconds", "Audio received from publishers (seconds)", registry=r

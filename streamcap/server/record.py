@@ -74,6 +74,9 @@ class Recorder:
         self._writers: dict[str, _AppendingJsonl] = {}
         self._reserved: dict[str, int] = {}
         self._epochs: dict[str, str] = {}
+        #: stream -> (epoch, n): the first n finals of its file were renumbered into `epoch` at
+        #: load (a recording made before epochs, or a foreign one); `finals` renumbers them alike
+        self._renumbered: dict[str, tuple[str, int]] = {}
 
     def _jsonl(self, stream: str) -> Path:
         return self.root / f"{stream}.jsonl"
@@ -83,18 +86,23 @@ class Recorder:
 
     # ------------------------------------------------------------------ reading
 
-    def load(self, stream: str, *, max_finals: int) -> Restored | None:
-        """The stream's recorded log, or None when DIR has none (or the id is not a file name)."""
+    def _recorded(self, stream: str, *, live: bool = False) -> list[Caption] | None:
+        """Every readable final of the stream's JSONL, in file order (None: no recording).
+        `live`: the file is being appended to; a last line without its newline is still being
+        written, and is left out rather than counted as broken."""
         if not STREAM_ID_RE.fullmatch(stream):
             return None
         path = self._jsonl(stream)
         try:
             if not path.is_file():
                 return None
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as e:
             log.warning("cannot read the recording of %s: %s", stream, e)
             return None
+        lines = text.splitlines()
+        if live and lines and not text.endswith("\n"):
+            lines.pop()
         finals: list[Caption] = []
         bad = 0
         for line in lines:
@@ -108,7 +116,32 @@ class Recorder:
             if cap.type == "final":
                 finals.append(cap)
         if bad:
-            log.warning("recording of %s: skipped %d unreadable line(s)", stream, bad)
+            _rlog.warning(
+                f"unreadable:{stream}",
+                "recording of %s: skipped %d unreadable line(s)",
+                stream,
+                bad,
+            )
+        return finals
+
+    def finals(self, stream: str, epoch: str, after: int, through: int) -> list[Caption]:
+        """Recorded finals of log `epoch` with `after < seq <= through`, in seq order: what a
+        stream's log dropped from memory (`CaptionLog.dropped_seq`), for a viewer that resumes
+        from before its window or a subtitle download. Blocking file I/O: call it off the event
+        loop. A recording renumbered at load reads back with the numbers the log gave it."""
+        recorded = self._recorded(stream, live=True) or []
+        renumbered_epoch, count = self._renumbered.get(stream, ("", 0))
+        if renumbered_epoch == epoch and count:
+            recorded[:count] = [
+                _replace_seq(c, i + 1, epoch) for i, c in enumerate(recorded[:count])
+            ]
+        return [c for c in recorded if c.epoch == epoch and after < c.seq <= through]
+
+    def load(self, stream: str, *, max_finals: int) -> Restored | None:
+        """The stream's recorded log, or None when DIR has none (or the id is not a file name)."""
+        finals = self._recorded(stream)
+        if finals is None:
+            return None
         epoch, reserved = self._read_seq_file(stream)
         ordered = all(b.seq > a.seq for a, b in zip(finals, finals[1:], strict=False))
         epochs = {c.epoch for c in finals}
@@ -116,6 +149,9 @@ class Recorder:
             # An older recording (numbering restarted at each run) or a foreign one: renumber.
             epoch, reserved = new_epoch(), 0
             finals = [_replace_seq(c, i + 1, epoch) for i, c in enumerate(finals)]
+            self._renumbered[stream] = (epoch, len(finals))
+        else:
+            self._renumbered.pop(stream, None)
         if not epoch:
             epoch = new_epoch()
         last = max(reserved, finals[-1].seq if finals else 0)

@@ -79,7 +79,7 @@ async def _send_loop(
     while True:
         await viewer.wake.wait()
         viewer.wake.clear()
-        for cap in entry.log.since(viewer.cursor):
+        for cap in await server.replay(entry, viewer.cursor):
             try:
                 data = cap.to_json().encode("utf-8")
             except Exception:  # one event that cannot be sent never ends the viewer

@@ -1,0 +1,81 @@
+"""The C heap figures and trimming (issue 25), and the encoder-context grid that bounds a live
+server's kernel shapes (off by default, see `CONTEXT_STEP_POSITIONS`). No model: pure
+functions and glibc."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+
+import numpy as np
+import pytest
+
+from streamcap.core.constants import ENCODER_POSITIONS, SAMPLE_RATE
+from streamcap.decoding.batched_encode import context_positions
+from streamcap.runtime import memory
+from streamcap.runtime.memory import HeapTrimmer, heap_figures, trim_heap
+
+STEP = 25  # the 0.5 s grid measured in issue 25
+
+glibc = pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="mallinfo2/malloc_trim are glibc's"
+)
+
+
+@glibc
+def test_heap_figures_see_an_allocation_and_trim_gives_pages_back() -> None:
+    before = heap_figures()
+    assert set(before) == {"in_use", "free", "mmapped"}
+    # many small blocks (below the mmap threshold) land in the heap itself
+    blocks = [ctypes.create_string_buffer(4096) for _ in range(20_000)]
+    grown = heap_figures()
+    assert grown["in_use"] > before["in_use"] + 50e6
+    del blocks
+    freed = heap_figures()
+    assert freed["in_use"] < grown["in_use"] - 50e6
+    trim_heap()
+    assert heap_figures()["free"] <= freed["free"]
+
+
+def test_trimmer_trims_once_per_burst_of_work_and_not_too_often(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "trim_heap", lambda: calls.append(1) or True)
+    t = HeapTrimmer(interval_s=0.0)
+    t.idle()
+    assert calls == []  # nothing ran yet
+    t.worked()
+    t.idle()
+    t.idle()
+    assert len(calls) == 1  # once per burst
+    slow = HeapTrimmer(interval_s=3600.0)
+    slow.worked()
+    slow.idle()
+    slow.worked()
+    slow.idle()
+    assert len(calls) == 2 and slow.trims == 1  # at most every interval_s
+
+
+@pytest.mark.parametrize("context_s", [None, 6.0, 6.01, 7.37, 12.0, 29.99, 40.0])
+@pytest.mark.parametrize("audio_s", [0.5, 8.2, 14.0, 30.0])
+def test_context_lengths_lie_on_the_grid_and_cover_the_audio(
+    context_s: float | None, audio_s: float
+) -> None:
+    samples = int(audio_s * SAMPLE_RATE)
+    assert context_positions(samples, context_s, 1) == context_positions(samples, context_s)
+    n = context_positions(samples, context_s, STEP)
+    if context_s is None or max(context_s, audio_s) >= 29.5:
+        assert n is None  # the full 30 s window
+        return
+    assert n is not None and n % STEP == 0 and n < ENCODER_POSITIONS
+    assert n >= max(context_s, audio_s) * 50 - 1e-6  # never shorter than asked or the audio
+    assert n < max(context_s, audio_s) * 50 + STEP  # at most one step more
+
+
+def test_a_live_streams_partials_use_few_distinct_shapes() -> None:
+    rng = np.random.default_rng(0)
+    audio_s = rng.uniform(1, 27, 5000)
+    on = {context_positions(int(a * SAMPLE_RATE), a + 2.0, STEP) for a in audio_s}
+    off = {context_positions(int(a * SAMPLE_RATE), a + 2.0, 1) for a in audio_s}
+    assert len(on) <= 60 and len(off) > 1000  # one length per 20 ms of context without it
