@@ -126,12 +126,15 @@ def test_silence_has_high_no_speech_probability(engine, speech):
 def test_fallback_paths_match_generate(engine, speech):
     """transformers' own decoder forward and the full fp32 projection (what non-Whisper-shaped
     decoders and GPUs use) decode to the same tokens as generate too. Forces the fp32
-    projection (``screen=False``); the engine's own decoder has the screen as this CPU's rule
-    says."""
+    projection (``screen=False``); the engine's own decoder has the screen as `auto` chose it
+    here (timed) or the CPU's rule says."""
     from streamcap.decoding.screen import screen_is_default
 
     assert engine.decoder.step.lean is not None
-    assert (engine.decoder.step.screen is not None) == screen_is_default()
+    # the engine's own screen: as `auto` timed it here (`runtime.screen_probe`), else the rule
+    chosen = engine.screen_choice
+    expected = chosen.precision == "screen" if chosen is not None else screen_is_default()
+    assert (engine.decoder.step.screen is not None) == expected
     plain = SpeculativeDecoder(
         engine.main.model, engine.main.processor, "cpu", torch.float32, lean=False, screen=False
     )
