@@ -31,9 +31,11 @@ __all__ = ["Claim", "Publisher", "PublisherServices", "Refuse", "ViewerServices"
 class Publisher(Protocol):
     """A publisher connection as the claim rule sees it (`ingest.IngestSession` is one)."""
 
-    stream: str
     #: its name in its room, set by the claim
     speaker: str
+
+    @property
+    def stream(self) -> str: ...
 
     @property
     def ws(self) -> ServerConnection: ...
