@@ -377,16 +377,16 @@ def test_subtitles_are_rendered_off_the_event_loop(
 ) -> None:
     import threading
 
-    import streamcap.server.app as app
+    import streamcap.server.subtitles as subtitles
 
     threads: list[str] = []
-    real = app.render_srt
+    real = subtitles.render_srt
 
     def spy(finals: Any) -> str:
         threads.append(threading.current_thread().name)
         return str(real(finals))
 
-    monkeypatch.setattr(app, "render_srt", spy)
+    monkeypatch.setattr(subtitles, "render_srt", spy)
     _publish(srv, "render", 2)
     status, ctype, body = http_get(srv.url("/streams/render.srt"))
     assert status == 200 and "final 1" in body and ctype.startswith("application/x-subrip")

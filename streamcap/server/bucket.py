@@ -2,7 +2,7 @@
 
 One rule for every budget of the server that is spent in amounts over time: a publisher's
 messages (`protocol.IngestState`), and the bytes of subtitle downloads per client address and
-in all (`app.py`), so a looping downloader cannot take the CPU from the captions.
+in all (`subtitles.py`), so a looping downloader cannot take the CPU from the captions.
 """
 
 from __future__ import annotations

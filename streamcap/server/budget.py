@@ -9,7 +9,7 @@ address cannot lock token holders out, and strangers from many addresses togethe
 the server. New connections from one address are also paced (`accept_rate` per second after
 a burst of `accept_burst`): a client looping requests that are refused anyway (a download over
 its budget, a wrong token) is dropped at the accept, before any parsing. Pure bookkeeping:
-`app.py`'s connection class asks and acts on the answer.
+`accept.py`'s connection class asks and acts on the answer.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -36,9 +36,7 @@ from .protocol import (
     error_message,
     ready_message,
 )
-
-if TYPE_CHECKING:
-    from .app import CaptionServer
+from .services import PublisherServices
 
 log = logging.getLogger("streamcap.server")
 
@@ -54,10 +52,12 @@ def _label(err: ProtocolError, default: str) -> str:
 
 
 class IngestSession:
-    """See the module docstring. `request_stop` ends the receive loop; `done` is set at the end."""
+    """See the module docstring. `request_stop` ends the receive loop; `done` is set at the end.
+
+    `server` is what it may ask of its server (`services.PublisherServices`), not the server."""
 
     def __init__(
-        self, server: CaptionServer, ws: ServerConnection, stream: str, speaker: str = ""
+        self, server: PublisherServices, ws: ServerConnection, stream: str, speaker: str = ""
     ) -> None:
         self.server = server
         self.ws = ws
@@ -257,7 +257,7 @@ class IngestSession:
             entry.end_session(self.publication, self.state.audio_seconds)
             server.streams_changed()
             if not entry.publishing:  # the room's last publisher: its log file closes
-                server.recorder_close(self.stream)
+                server.stream_closed(self.stream)
             server.hub.release(entry)
             server.rlog.info(
                 "stream_stop",

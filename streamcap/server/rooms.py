@@ -4,7 +4,7 @@ A stream is a room of publishers with distinct names (one without a name at most
 `max_per_room` at once. A publisher claims its (room, name) once, at its valid start message,
 whether the name came in the URL or in the start: one rule for both, and a connection that has
 not started holds nothing, so two people joining at once never meet over a claim neither has
-made. No sockets here: the server (`app.py`) asks and acts on the answer.
+made. No sockets here: the server (`publishers.py`) asks and acts on the answer.
 """
 
 from __future__ import annotations

@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from .hub import StreamEntry, Viewer
 from .protocol import CloseCode, ProtocolError, resume_cursor
-
-if TYPE_CHECKING:
-    from .app import CaptionServer
+from .services import ViewerServices
 
 
 async def serve_viewer(
-    server: CaptionServer, ws: ServerConnection, stream: str, since: int, epoch: str | None
+    server: ViewerServices, ws: ServerConnection, stream: str, since: int, epoch: str | None
 ) -> None:
     """One /captions connection: replay from the resume cursor, then live, until either side
-    closes; at shutdown, what is left, then 1001."""
+    closes; at shutdown, what is left, then 1001. `server` is what a viewer may ask of its
+    server (`services.ViewerServices`)."""
     cfg = server.config
     entry = server.hub.get(stream)
     if cfg.unknown_stream == "reject" and (entry is None or not entry.started):
@@ -72,7 +70,7 @@ async def _drain(ws: ServerConnection) -> None:
 
 
 async def _send_loop(
-    server: CaptionServer, ws: ServerConnection, entry: StreamEntry, viewer: Viewer
+    server: ViewerServices, ws: ServerConnection, entry: StreamEntry, viewer: Viewer
 ) -> str:
     """Send the log from the viewer's cursor on, whenever woken; at shutdown, what is left."""
     timeout = server.config.viewer_send_timeout_s

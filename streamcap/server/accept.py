@@ -1,0 +1,114 @@
+"""Connections counted from the TCP accept (`budget.ConnectionBudget`), before websockets
+parses a byte of them.
+
+Its own piece because it works below the handshake, on websockets' connection class itself:
+over the budget — all connections, or those not yet authenticated from one address — a new one
+is dropped before its handshake, and one that has not sent its whole request within
+`handshake_timeout_s` is dropped too. So idle sockets hold neither stream slots nor file
+descriptors, and strangers cannot lock token holders out. A connection leaves the budget of
+strangers when it proves itself (`authenticated`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from websockets.asyncio.server import ServerConnection
+
+from .budget import ConnectionBudget
+from .refusal import Refusals
+
+#: A connection dropped at the accept is held unread this long first (at most TARPIT_MAX at once).
+TARPIT_S = 1.0
+TARPIT_MAX = 64
+
+
+def authenticated(ws: ServerConnection) -> None:
+    """`ws` proved itself (token checked, or a publisher's place claimed): it leaves the
+    budget of connections not yet authenticated (`budget.ConnectionBudget`)."""
+    done = getattr(ws, "authenticated", None)
+    if done is not None:
+        done()
+
+
+def counted_connection(
+    budget: ConnectionBudget,
+    refusals: Refusals,
+    handshake_timeout_s: float,
+) -> type[ServerConnection]:
+    """A `ServerConnection` class counted against `budget` from the accept on (see the module
+    docstring); every connection it drops is a refusal (`refusals`)."""
+    #: connections refused at the accept that are held a moment before the drop
+    tarpitted = 0
+
+    class CountedConnection(ServerConnection):
+        _counted = False
+        _dropped = False
+        _pending = False
+        _address = ""
+        _deadline: asyncio.TimerHandle | None = None
+        _tarpit: asyncio.Transport | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            nonlocal tarpitted
+            peer = transport.get_extra_info("peername")
+            address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            why = budget.refusal(address, time.monotonic())
+            if why is not None:  # dropped before websockets sets anything up: cheap
+                self._dropped = True
+                refusals.refused("connections", why)
+                if tarpitted < TARPIT_MAX and isinstance(transport, asyncio.Transport):
+                    # held unread a moment before the drop: a client that loops connections
+                    # then waits, instead of costing an accept every few hundred microseconds
+                    tarpitted += 1
+                    self._tarpit = transport
+                    transport.pause_reading()
+                    loop = asyncio.get_running_loop()
+                    self._deadline = loop.call_later(TARPIT_S, self._untarpit)
+                elif isinstance(transport, asyncio.Transport):
+                    transport.abort()
+                else:
+                    transport.close()
+                return
+            super().connection_made(transport)
+            budget.accept(address)
+            self._counted = self._pending = True
+            self._address = address
+            self._deadline = self.loop.call_later(handshake_timeout_s, self._handshake_expired)
+
+        def _untarpit(self) -> None:
+            nonlocal tarpitted
+            transport, self._tarpit = self._tarpit, None
+            if transport is not None:
+                tarpitted -= 1
+                transport.abort()
+
+        def _handshake_expired(self) -> None:
+            if self.request is None:  # no complete request in time: a slow or idle socket
+                refusals.refused("handshake_timeout", self._address)
+                self.transport.abort()
+
+        def authenticated(self) -> None:
+            if self._pending:
+                self._pending = False
+                budget.authenticate(self._address)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            nonlocal tarpitted
+            if self._dropped:  # never set up: nothing of websockets' to tear down
+                if self._tarpit is not None:
+                    self._tarpit = None
+                    tarpitted -= 1
+                    if self._deadline is not None:
+                        self._deadline.cancel()
+                return
+            if self._deadline is not None:
+                self._deadline.cancel()
+            if self._counted:
+                self._counted = False
+                budget.close(self._address, self._pending)
+                self._pending = False
+            super().connection_lost(exc)
+
+    return CountedConnection
