@@ -146,11 +146,14 @@ START = {"type": "start", "sample_rate": SR, "format": "pcm_s16le", "channels": 
 
 
 def http_get(
-    url: str, context: ssl.SSLContext | None = None, headers: dict[str, str] | None = None
+    url: str,
+    context: ssl.SSLContext | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 10.0,
 ) -> tuple[int, str, str]:
     req = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(req, timeout=10, context=context) as r:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
             return r.status, r.headers.get("Content-Type", ""), r.read().decode("utf-8")
     except urllib.error.HTTPError as e:
         return e.code, e.headers.get("Content-Type", ""), e.read().decode("utf-8")

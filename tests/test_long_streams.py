@@ -68,7 +68,9 @@ def _factory(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]
 def _publish(srv: ServerThread, stream: str, n: int) -> None:
     audio = np.zeros(n * FRAME, dtype=np.float32)
     url = ws_url(base(srv), "ingest", stream)
-    asyncio.run(publish(url, audio, SR, frame_s=FRAME / SR, realtime=False))
+    # no keepalive pings: tracemalloc slows the process several times over, and on a loaded
+    # machine a ping can wait longer than its timeout; keepalive is not what this measures
+    asyncio.run(publish(url, audio, SR, frame_s=FRAME / SR, realtime=False, ping_interval=None))
 
 
 class _Counter:
@@ -87,7 +89,7 @@ class _Counter:
         assert self._ready.wait(10)
 
     def _run(self) -> None:
-        with connect(self._url, compression=None) as ws:
+        with connect(self._url, compression=None, ping_interval=None) as ws:
             self._ready.set()
             while not self._stop.is_set():
                 try:
@@ -130,6 +132,7 @@ def test_twenty_thousand_finals_keep_the_server_flat_and_lose_nothing(tmp_path: 
         recorded_memory_finals=WINDOW,
         burst_s=None,
         max_frame_rate=None,
+        ping_interval_s=None,  # see _publish
     )
     assert config.memory_finals == WINDOW
     tracemalloc.start()
@@ -155,7 +158,7 @@ def test_twenty_thousand_finals_keep_the_server_flat_and_lose_nothing(tmp_path: 
             assert resumed.wait_for(lambda v: len(v.finals()) >= MORE - 1, 120)
             again = resumed.finals()
             resumed.stop()
-            status, _, body = http_get(srv.url("/streams/day.srt"))
+            status, _, body = http_get(srv.url("/streams/day.srt"), timeout=120)
     finally:
         tracemalloc.stop()
     # Each final held in memory is ~3.7 KB of Caption and WordTiming objects: the 5 000 more
