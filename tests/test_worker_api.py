@@ -1,5 +1,5 @@
 """One worker interface (`runtime.worker_api.Worker`): the shipped backends satisfy it, and a
-third backend (`tiny_worker.TinyWorker`, ~80 lines on the shared scheduler core) serves a real
+third backend (`tiny_worker.TinyWorker`, ~60 lines on the shared scheduler core) serves a real
 caption server: the bundled Whisper base model, real speech, real sockets on 127.0.0.1, a real
 publisher and viewer. Nothing here is a mock."""
 

@@ -13,15 +13,13 @@ from __future__ import annotations
 import threading
 import time
 
-import numpy as np
-
 from streamcap.core.capacity import CapacityConfig
-from streamcap.core.constants import ENCODER_POSITIONS_PER_S, SAMPLE_RATE
-from streamcap.decoding.options import DecodingOptions
+from streamcap.core.constants import ENCODER_POSITIONS_PER_S
 from streamcap.runtime.costs import CostModel, CostModelConfig
 from streamcap.runtime.engine import Engine, with_words
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 from streamcap.runtime.scheduler import Scheduler
+from streamcap.runtime.worker import final_cost
 
 
 class TinyWorker(Scheduler):
@@ -38,16 +36,8 @@ class TinyWorker(Scheduler):
         self.ran_on: list[str] = []
 
     def warm_up(self, language: str | None = None) -> float:
-        """One final-shaped decode of silence (the first call allocates: the second is
-        timed); its cost is admission's prior."""
-        clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
-        options = DecodingOptions(language=language if self.engine.multilingual else None)
-        seconds = []
-        for _ in range(2):
-            encoded = self.engine.encode(clip)
-            self.engine.decode(encoded, options)
-            seconds.append(encoded.encoder_s)
-        cost = 1.25 * seconds[-1]
+        """Warm the engine up; a final's cost is admission's prior (as the local worker's)."""
+        cost = final_cost(self.engine, language)
         self._set_prior(cost)
         return cost
 
@@ -59,11 +49,7 @@ class TinyWorker(Scheduler):
         self.ran_on.append(threading.current_thread().name)
         outcome = JobOutcome(queued_s=time.perf_counter() - job.submitted)
         try:
-            options, hypothesis = job.options, job.hypothesis
-            if job.prepare is not None:
-                options, hypothesis = job.prepare()
-            outcome.options = options
-            outcome.hypothesis = tuple(hypothesis) if hypothesis else None
+            options, hypothesis = outcome.options, outcome.hypothesis = job.prepared()
             t0 = time.perf_counter()
             encoded = self.engine.encode(job.audio, context_s=job.context_s)
             result = self.engine.decode(encoded, options, hypothesis=hypothesis)

@@ -281,9 +281,7 @@ class RemoteWorker(Scheduler):
         key = _key(self.gateway, job)
         if attempt.request is None:
             try:
-                options, hypothesis = job.options, job.hypothesis
-                if job.prepare is not None:
-                    options, hypothesis = job.prepare()
+                options, hypothesis = job.prepared()
                 attempt.request = ReplicaRequest(
                     key=key,
                     stream=f"{self.gateway}/{job.stream}",
@@ -291,7 +289,7 @@ class RemoteWorker(Scheduler):
                     window=job.window,
                     audio=job.audio,
                     options=options,
-                    hypothesis=tuple(hypothesis) if hypothesis else None,
+                    hypothesis=hypothesis,
                     context_s=job.context_s,
                     word_timestamps=job.word_timestamps,
                 )

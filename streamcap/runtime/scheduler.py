@@ -102,12 +102,15 @@ class Scheduler:
         """`stop` is done with the thread (close what the backend opened)."""
 
     def health(self) -> str:
+        """One line for /healthz: a worker whose decoders are its own is fine while it runs."""
         return "ok"
 
     def usable(self) -> bool:
+        """New work has somewhere to go (always, for a worker whose decoders are its own)."""
         return True
 
     def remote_snapshot(self) -> Mapping[str, Any] | None:
+        """No remote decoders to publish (`RemoteWorker` has some)."""
         return None
 
     # ------------------------------------------------------------------ lifecycle

@@ -62,12 +62,34 @@ __all__ = [
     "StreamStats",
     "WorkerStats",
     "encode_window",
+    "final_cost",
 ]
 
 
 def encode_window(engine: Engine, audio: np.ndarray, context_s: float | None = None) -> Encoded:
     """Log-mel + encoder; ``context_s`` < 30 s shortens the encoder context (partials only)."""
     return engine.encode(audio, context_s=context_s)
+
+
+def final_cost(engine: Engine, language: str | None = None) -> float:
+    """A final's cost on ``engine`` (seconds), for the prior of admission control: a
+    final-shaped decode run three times (the first calls pick kernels and allocate), the
+    fastest encoder call taken.
+
+    A final is its full 30 s encoder call plus a decode drafted from its partials: 0.74 s and
+    0.1-0.2 s on this 2-core CPU, so 1.25 x the encoder. (Decoding silence says nothing about
+    speech, and a warm-up that shares the CPU with something else would overstate it: the
+    fastest of the calls is taken.) Measurement replaces the prior once streams run
+    (`core.capacity`).
+    """
+    clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
+    opts = DecodingOptions(language=language if engine.multilingual else None)
+    encoder_s = []
+    for _ in range(3):
+        encoded = encode_window(engine, clip, None)
+        engine.decode(encoded, opts)
+        encoder_s.append(encoded.encoder_s)
+    return 1.25 * min(encoder_s[1:])
 
 
 class InferenceWorker(Scheduler):
@@ -91,6 +113,13 @@ class InferenceWorker(Scheduler):
         self._heap = HeapTrimmer()
         self._batcher: BatchRunner | None = None  # made at the first batch
         self._batchable: bool | None = None
+
+    def warm_up(self, language: str | None = None) -> float:
+        """Warm the engine up and set the prior of admission control (`final_cost`);
+        returns the prior's cost of one final (seconds)."""
+        cost = final_cost(self.engine, language)
+        self._set_prior(cost)
+        return cost
 
     def wait_idle(self, timeout: float | None = None, stream: str | None = None) -> bool:
         """Block until idle (runs the jobs itself when no thread is started)."""
@@ -158,10 +187,7 @@ class InferenceWorker(Scheduler):
         prepared: list[tuple[DecodingOptions, tuple[int, ...] | None]] = []
         for i, job in enumerate(jobs):
             try:
-                options, hypothesis = job.options, job.hypothesis
-                if job.prepare is not None:
-                    options, hypothesis = job.prepare()
-                prepared.append((options, tuple(hypothesis) if hypothesis else None))
+                prepared.append(job.prepared())
                 ready.append(i)
             except Exception as e:  # a bad job must not fail the others
                 outcomes[i].error = e
@@ -175,11 +201,7 @@ class InferenceWorker(Scheduler):
         self._finish(jobs, outcomes)
 
     def _execute(self, job: DecodeJob, outcome: JobOutcome) -> JobOutcome:
-        options, hypothesis = job.options, job.hypothesis
-        if job.prepare is not None:
-            options, hypothesis = job.prepare()
-        outcome.options = options
-        outcome.hypothesis = tuple(hypothesis) if hypothesis else None
+        options, hypothesis = outcome.options, outcome.hypothesis = job.prepared()
         measure: contextlib.AbstractContextManager[Measurement | None] = (
             job.clock.measure() if job.clock is not None else contextlib.nullcontext()
         )
@@ -205,25 +227,3 @@ class InferenceWorker(Scheduler):
         return outcome
 
     # ------------------------------------------------------------------ capacity
-
-    def warm_up(self, language: str | None = None) -> float:
-        """Run a final-shaped decode three times (the first calls pick kernels and allocate)
-        and set the prior of admission control from the fastest encoder call; returns the
-        prior's cost of one final (seconds).
-
-        A final is its full 30 s encoder call plus a decode drafted from its partials: 0.74 s
-        and 0.1-0.2 s on this 2-core CPU, so 1.25 x the encoder. (Decoding silence says
-        nothing about speech, and a warm-up that shares the CPU with something else would
-        overstate it: the fastest of the calls is taken.) Measurement replaces the prior once
-        streams run (`core.capacity`).
-        """
-        clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
-        opts = DecodingOptions(language=language if self.engine.multilingual else None)
-        encoder_s = []
-        for _ in range(3):
-            encoded = encode_window(self.engine, clip, None)
-            self.engine.decode(encoded, opts)
-            encoder_s.append(encoded.encoder_s)
-        cost = 1.25 * min(encoder_s[1:])
-        self._set_prior(cost)
-        return cost
