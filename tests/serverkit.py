@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from streamcap.core.captions import CaptionEvent
-from streamcap.runtime.jobs import WorkerStats
+from streamcap.models.card import RemotePlacement
+from streamcap.runtime.scheduler import Scheduler
 from streamcap.server.client import publish, ws_url
 from streamcap.server.thread import ServerThread
 
@@ -233,11 +235,29 @@ class FakeStream:
         return True
 
 
-class FakeWorker:
-    """What the server asks a worker for when there is no model: empty totals."""
+class NoModel:
+    """The model info of a worker without a model (`runtime.worker_api.ModelInfo`): its
+    streams (`FakeStream`) tokenize nothing."""
 
-    def total_stats(self) -> WorkerStats:
-        return WorkerStats()
+    spec: Any = None
+    multilingual = False
+    placement = RemotePlacement("none", "none")
+    main = SimpleNamespace(name="none")
+
+    def text_to_ids(self, text: str) -> tuple[int, ...]:
+        return ()
+
+
+class FakeWorker(Scheduler):
+    """A worker without a model (its streams are `FakeStream`s, which submit nothing): the
+    real scheduler core, so the server reads real, idle books, load and admission."""
+
+    def __init__(self) -> None:
+        super().__init__(name="no-model")
+        self.engine = NoModel()
+
+    def warm_up(self, language: str | None = None) -> float:
+        return 0.0
 
 
 def fake_factory(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]) -> Any:

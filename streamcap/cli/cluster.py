@@ -12,10 +12,13 @@ import importlib.util
 import os
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.common import UsageError, positive_float, positive_int, say
 from streamcap.errors import UserError
+
+if TYPE_CHECKING:
+    from streamcap.cluster.remote import RemoteWorker
 
 #: flags that mean something only with --backend ray
 RAY_FLAGS = ("ray_address", "replicas", "min_replicas", "max_replicas", "replica_threads",
@@ -157,7 +160,7 @@ def cluster_spec(args: argparse.Namespace) -> Any:
     )
 
 
-def start_remote_worker(args: argparse.Namespace, capacity: Any) -> Any:
+def start_remote_worker(args: argparse.Namespace, capacity: Any) -> RemoteWorker:
     """The gateway's `RemoteWorker`: the model's card, the bridge, the fallback if asked;
     connected, the first replica running, the dispatcher started."""
     from streamcap.cli.common import load_engine

@@ -25,6 +25,7 @@ from streamcap.cli.serve import (
 from streamcap.core.constants import SAMPLE_RATE
 
 if TYPE_CHECKING:
+    from streamcap.runtime.worker_api import Worker
     from streamcap.server.config import ServerConfig
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _demo(
-    config: ServerConfig, worker: Any, audio: Any, args: argparse.Namespace, out: Any
+    config: ServerConfig, worker: Worker, audio: Any, args: argparse.Namespace, out: Any
 ) -> int:
     from rich.text import Text
 

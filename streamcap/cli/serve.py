@@ -17,7 +17,7 @@ import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from streamcap.cli.common import (
@@ -39,8 +39,9 @@ from streamcap.cli.common import (
 from streamcap.errors import UserError
 
 if TYPE_CHECKING:
+    from streamcap.runtime.worker_api import Worker
     from streamcap.server.app import CaptionServer
-    from streamcap.server.config import ServerConfig
+    from streamcap.server.config import ServerConfig, StreamFactory
 
 SERVE_PORT = 8765
 
@@ -316,7 +317,7 @@ def load_share(value: str) -> float:
     return x
 
 
-def start_worker(args: argparse.Namespace) -> Any:
+def start_worker(args: argparse.Namespace) -> Worker:
     """Load the model, warm it up (which also measures the prior of admission control),
     start the worker thread; with ``--backend ray``, connect to the replicas instead."""
     from streamcap.core.capacity import CapacityConfig
@@ -334,7 +335,9 @@ def start_worker(args: argparse.Namespace) -> Any:
     return worker
 
 
-def _stream_factory(args: argparse.Namespace, worker: Any, config: ServerConfig) -> Any:
+def _stream_factory(
+    args: argparse.Namespace, worker: Worker, config: ServerConfig
+) -> StreamFactory:
     from streamcap.server.config import live_stream_factory
 
     base = live_config(

@@ -1,7 +1,7 @@
 """The gateway's scheduler for remote inference: a worker whose decodes run on replicas.
 
-`RemoteWorker` has the interface the server and `LiveStream` already use on the local
-`InferenceWorker` (``submit``, stats, admission, ``engine``, ``costs``, ``text_to_ids``), so
+`RemoteWorker` is a `runtime.worker_api.Worker` on the scheduler core the local
+`InferenceWorker` is built on too (`runtime.scheduler`: queue, books, admission, lifecycle), so
 nothing above it changes. Its decodes go out through a `Transport` (Ray Serve replicas through
 the bridge process, or the local fallback) and it keeps the local worker's rules across them:
 
@@ -22,36 +22,36 @@ the bridge process, or the local fallback) and it keeps the local worker's rules
 - with a fallback transport (``--fallback local``), work goes there while no replica has been
   usable for ``fallback_after_s``, and back to the replicas when they return.
 
-One module, longer than most: the queue, the requests in flight, the resends and the order
-barrier are one state machine under one lock, and its invariants read best in one place (the
-books are `cluster.books`).
+One module, longer than most: the requests in flight, the resends and the order barrier are
+one state machine under the core's lock, and its invariants read best in one place (the books
+are `cluster.books`).
 
-Thread contract (as `runtime.worker`): one dispatcher thread (`start`) runs ``prepare``, sends,
-and every ``on_done``; transports hand their events to `on_event` from any thread. `submit`
-never runs a callback.
+Thread contract (`runtime.worker_api`): one dispatcher thread (`start`) runs ``prepare``,
+sends, and every ``on_done``; transports hand their events to `on_event` from any thread.
+`submit` never runs a callback.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from streamcap.core.capacity import Admission, CapacityConfig, Load, admit
+from streamcap.core.capacity import CapacityConfig
 from streamcap.models.card import ModelCard, RemotePlacement
-from streamcap.runtime.accounts import WorkerAccounts
-from streamcap.runtime.costs import CostModel
-from streamcap.runtime.job_queue import JobQueue
-from streamcap.runtime.jobs import DecodeJob, JobOutcome, StreamStats, WorkerStats
+from streamcap.runtime.jobs import DecodeJob, JobOutcome
+from streamcap.runtime.scheduler import Scheduler
 
 from .books import RemoteBooks
 from .transport import Described, Lost, Replied, Routed, Status, Transport, TransportEvent
 from .wire import ReplicaReply, ReplicaRequest
+
+if TYPE_CHECKING:
+    from streamcap.runtime.worker_api import ModelInfo
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,12 @@ class _Attempt:
     replica: str | None = None  # where the router put it, once known
 
 
-class RemoteWorker:
+class RemoteWorker(Scheduler):
     """A worker whose decodes run on replicas behind ``transport`` (module docstring)."""
 
     def __init__(
         self,
-        engine: Any,
+        engine: ModelInfo,
         transport: Transport,
         *,
         config: RemoteConfig | None = None,
@@ -109,15 +109,13 @@ class RemoteWorker:
         fallback: Transport | None = None,
         name: str = "streamcap-remote",
     ) -> None:
+        # the costs: a mirror of the replicas', fed from their replies
+        super().__init__(name=name, capacity=capacity)
         self.engine = engine  # a `ModelCard`: tokenizer and languages, no weights
         self.config = config or RemoteConfig()
-        self.name = name
         self.gateway = uuid.uuid4().hex[:8]  # request keys and replica-side stream names
-        self.costs = CostModel()  # a mirror of the replicas' costs, fed from their replies
         self._transport = transport
         self._fallback = fallback
-        self._cond = threading.Condition()
-        self._queue = JobQueue()
         self._inbox: deque[TransportEvent] = deque()
         self._resend: deque[_Attempt] = deque()  # lost finals, first in line
         self._inflight: dict[str, _Attempt] = {}
@@ -127,12 +125,6 @@ class RemoteWorker:
         self.remote_books = RemoteBooks()  # the replicas' work, losses and resends
         self._status = Status(connected=False, running=0)
         self._unusable_since: float | None = time.monotonic()
-        self._thread: threading.Thread | None = None
-        self._stopping = False
-        self._ids = itertools.count(1)
-        self._books = WorkerAccounts(capacity)
-        self._capacity = self._books.meter.config
-        self._max_depth = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -143,49 +135,12 @@ class RemoteWorker:
             self._fallback.start(self._on_fallback_event)
         return self
 
-    def start(self) -> RemoteWorker:
-        """Run the dispatcher thread until `stop()`."""
-        with self._cond:
-            if self._thread is None:
-                self._stopping = False
-                self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
-                self._thread.start()
-        return self
-
-    def stop(self, timeout: float | None = None, drain: bool = True) -> None:
-        """Stop; with ``drain`` the finals queued or in flight are decoded first (as far as
-        ``timeout`` allows), then the transports close."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            self._count_dropped(self._queue.drop_partials())
-            if not drain:
-                self._count_dropped(self._queue.drop_finals())
-            self._cond.notify_all()
-        if drain and self.threaded:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self.wait_idle(left)
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join(None if deadline is None else max(0.1, deadline - time.monotonic()))
-        with self._cond:
-            if self._thread is thread and (thread is None or not thread.is_alive()):
-                self._thread = None
+    def _stopped(self) -> None:
+        """`stop` waited for the finals (with ``drain``) and the dispatcher: the transports
+        close."""
         self._transport.close()
         if self._fallback is not None:
             self._fallback.close()
-
-    @property
-    def threaded(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def run_one(self) -> bool:
-        raise RuntimeError("a remote worker runs on its own thread: it cannot be stepped")
-
-    def run_pending(self) -> int:
-        raise RuntimeError("a remote worker runs on its own thread: it cannot be stepped")
 
     def warm_up(self, language: str | None = None) -> float:
         """Wait for the first usable replica (`RemoteConfig.start_timeout_s`) and take the
@@ -203,56 +158,28 @@ class RemoteWorker:
                     raise UserError(f"--backend ray: {why}")
                 self._cond.wait(min(left, 0.5))
             cost = self.remote_books.final_cost() or 1.0
-            self._books.meter.set_prior(cost)
+        self._set_prior(cost)
         return cost
 
-    # ------------------------------------------------------------------ queue
+    # ------------------------------------------------------------------ the core's hooks
 
-    def submit(self, job: DecodeJob) -> DecodeJob:
-        """Queue ``job`` (the rules of `runtime.job_queue`); never runs a callback."""
-        with self._cond:
-            job.id = next(self._ids)
-            job.submitted = time.perf_counter()
-            self._count_dropped(self._queue.add(job))
-            if job.kind == "final":
-                self._order.setdefault(job.stream, deque()).append(job.id)
-            self._max_depth = max(self._max_depth, self._queue.depth)
-            self._cond.notify_all()
-        return job
+    def _accepted(self, job: DecodeJob) -> None:
+        if job.kind == "final":  # told in this order (`_done`)
+            self._order.setdefault(job.stream, deque()).append(job.id)
 
-    @property
-    def queue_depth(self) -> int:
+    def _depth(self) -> int:
         """Jobs waiting in the gateway (not counting those in flight)."""
-        with self._cond:
-            return self._queue.depth + len(self._resend)
+        return self._queue.depth + len(self._resend)
 
-    def idle(self, stream: str | None = None) -> bool:
-        with self._cond:
-            return self._idle(stream)
+    def _taken(self) -> Iterable[DecodeJob]:
+        yield from (a.job for a in self._resend)
+        yield from (a.job for a in self._inflight.values())
+        yield from (j for j, _ in self._held.values())
+        yield from (j for j, _ in self._ready)
 
-    def _idle(self, stream: str | None) -> bool:
-        jobs = [
-            *self._queue,
-            *(a.job for a in self._resend),
-            *(a.job for a in self._inflight.values()),
-            *(j for j, _ in self._held.values()),
-            *(j for j, _ in self._ready),
-        ]
-        return not any(stream is None or j.stream == stream for j in jobs)
-
-    def wait_idle(self, timeout: float | None = None, stream: str | None = None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self._idle(stream):
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left if left is not None else 1.0)
-        return True
-
-    def text_to_ids(self, text: str) -> tuple[int, ...]:
-        """Prompt token ids from the gateway's own tokenizer (cached; never a remote call)."""
-        return tuple(self.engine.text_to_ids(text)) if text else ()
+    def _decoders(self) -> int:
+        """Every usable replica (or the fallback's one) has its own finals budget."""
+        return max(1, self._usable())
 
     # ------------------------------------------------------------------ events in
 
@@ -280,7 +207,7 @@ class RemoteWorker:
 
     def _loop(self) -> None:
         while True:
-            self._tell_dropped()
+            self._deliver_dropped()
             with self._cond:
                 self._handle_inbox()
                 self._expire(time.monotonic())
@@ -354,9 +281,7 @@ class RemoteWorker:
         key = _key(self.gateway, job)
         if attempt.request is None:
             try:
-                options, hypothesis = job.options, job.hypothesis
-                if job.prepare is not None:
-                    options, hypothesis = job.prepare()
+                options, hypothesis = job.prepared()
                 attempt.request = ReplicaRequest(
                     key=key,
                     stream=f"{self.gateway}/{job.stream}",
@@ -364,7 +289,7 @@ class RemoteWorker:
                     window=job.window,
                     audio=job.audio,
                     options=options,
-                    hypothesis=tuple(hypothesis) if hypothesis else None,
+                    hypothesis=hypothesis,
                     context_s=job.context_s,
                     word_timestamps=job.word_timestamps,
                 )
@@ -498,57 +423,7 @@ class RemoteWorker:
         if order is not None and not order:
             del self._order[job.stream]
 
-    def _tell(self, job: DecodeJob, outcome: JobOutcome) -> None:
-        try:
-            job.on_done(job, outcome)
-        except Exception:  # the submitter's bug must not stop every other stream
-            log.exception("on_done of a %s job of stream %r failed", job.kind, job.stream)
-
-    def _count_dropped(self, jobs: list[DecodeJob]) -> None:
-        for job in jobs:
-            self._books.dropped(job)
-
-    def _tell_dropped(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue.dropped:
-                    return
-                job = self._queue.dropped[0]
-            self._tell(job, JobOutcome(dropped=True))
-            with self._cond:
-                self._queue.dropped.popleft()
-                self._cond.notify_all()
-
-    # ------------------------------------------------------------------ stats, capacity
-
-    def total_stats(self) -> WorkerStats:
-        with self._cond:
-            return replace(
-                self._books.total,
-                queue_depth=self._queue.depth + len(self._resend),
-                max_queue_depth=self._max_depth,
-                streams=self._books.streams_seen,
-            )
-
-    def stream_stats(self, stream: str) -> StreamStats:
-        with self._cond:
-            return replace(self._books.of_stream(stream), queue_depth=self._queue.waiting(stream))
-
-    def streams_changed(self, streams: int) -> None:
-        with self._cond:
-            self._books.meter.streams_changed(time.monotonic(), streams)
-
-    def load(self) -> Load:
-        with self._cond:
-            return self._books.load()
-
-    def admission(self, streams: int, joins_room: bool = False) -> Admission:
-        """`core.capacity.admit`, with the finals budget of every usable replica (or the
-        fallback's one)."""
-        with self._cond:
-            n = max(1, self._usable())
-            config = replace(self._capacity, max_finals_load=self._capacity.max_finals_load * n)
-            return admit(self._books.load(), streams, self._books.meter.prior, config, joins_room)
+    # ------------------------------------------------------------------ health
 
     def health(self) -> str:
         """One line for /healthz: the replicas, and what the gateway does without them."""

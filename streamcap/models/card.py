@@ -2,8 +2,8 @@
 
 The gateway of the Ray backend tokenizes prompts and checks languages for its streams, while the
 weights live on the replicas: it loads this card (a few MB, no torch model) instead of an
-`Engine`, and exposes the few members the server and `LiveStream` read from one (``spec``,
-``multilingual``, ``placement``, ``main.name``, ``text_to_ids``).
+`Engine`: both are a `runtime.worker_api.ModelInfo`, the few members the server and
+`LiveStream` read (``spec``, ``multilingual``, ``placement``, ``main.name``, ``text_to_ids``).
 """
 
 from __future__ import annotations

@@ -63,5 +63,9 @@ class WorkerAccounts:
     def load(self) -> Load:
         return self.meter.load(time.monotonic())
 
-    def admission(self, streams: int, joins_room: bool = False) -> Admission:
-        return admit(self.load(), streams, self.meter.prior, self.meter.config, joins_room)
+    def admission(self, streams: int, joins_room: bool = False, decoders: int = 1) -> Admission:
+        """`core.capacity.admit` on this load, the finals' budget that of ``decoders``."""
+        config = self.meter.config
+        if decoders != 1:
+            config = replace(config, max_finals_load=config.max_finals_load * decoders)
+        return admit(self.load(), streams, self.meter.prior, config, joins_room)

@@ -122,9 +122,7 @@ def _prepare(parts: Sequence[Part]) -> tuple[DecodingOptions, tuple[int, ...] | 
     options: DecodingOptions | None = None
     draft: list[int] = []
     for p in parts:
-        opts, hyp = p.job.options, p.job.hypothesis
-        if p.job.prepare is not None:
-            opts, hyp = p.job.prepare()
+        opts, hyp = p.job.prepared()
         options = options or opts
         draft += hyp or ()
     assert options is not None
@@ -239,9 +237,7 @@ def complete_parts(
     for i, p in enumerate(parts):
         if not cut_short(out[i], p.duration):
             continue
-        options, hypothesis = p.job.options, p.job.hypothesis
-        if p.job.prepare is not None:
-            options, hypothesis = p.job.prepare()
+        options, hypothesis = p.job.prepared()
         encoded = engine.encode(p.job.audio)
         alone = engine.decode(encoded, options, hypothesis=hypothesis)
         alone = with_words(engine, encoded, options, alone)

@@ -70,6 +70,14 @@ class DecodeJob:
     id: int = 0
     submitted: float = 0.0
 
+    def prepared(self) -> tuple[DecodingOptions, tuple[int, ...] | None]:
+        """The options and the draft to decode with now: ``prepare``'s, if the job has one
+        (every backend calls this once, when the job starts)."""
+        options, hypothesis = self.options, self.hypothesis
+        if self.prepare is not None:
+            options, hypothesis = self.prepare()
+        return options, tuple(hypothesis) if hypothesis else None
+
 
 @dataclass(frozen=True)
 class Part:

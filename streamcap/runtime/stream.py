@@ -1,7 +1,8 @@
 """A live caption stream: audio in, caption events out, through the shared inference worker.
 
 `LiveStream` glues the pieces for one stream: the segmenter (cheap), the caption policy (pure)
-and the `InferenceWorker` (shared by every stream of the process). It emits `CaptionEvent`s
+and the worker (`runtime.worker_api.Worker`, shared by every stream of the process: an
+`InferenceWorker`, or the Ray backend's gateway). It emits `CaptionEvent`s
 without numbers: the sink (the server's stream log, a CLI's `CaptionLog`) owns the one sequence.
 The same code serves the microphone (`streamcap dictate`), files (`streamcap transcribe
 --live`) and the caption server.
@@ -53,7 +54,8 @@ from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.clock import Clock, RealClock, SimulatedClock, paced_chunks
 from streamcap.runtime.coalesce import coalesce_finals
-from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, StreamStats
+from streamcap.runtime.jobs import DecodeJob, JobOutcome, StreamStats
+from streamcap.runtime.worker_api import Worker
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +186,7 @@ class LiveStream:
     def __init__(
         self,
         stream_id: str,
-        worker: InferenceWorker,
+        worker: Worker,
         on_caption: Callable[[CaptionEvent], None] | None = None,
         config: LiveConfig | None = None,
         clock: Clock | None = None,
@@ -463,7 +465,7 @@ class _SteppingClock:
     """A `SimulatedClock` seen by the pacer: waiting until a time first runs the worker's jobs
     that start before it, so one processor's compute and the audio's arrival interleave as live."""
 
-    def __init__(self, clock: SimulatedClock, worker: InferenceWorker) -> None:
+    def __init__(self, clock: SimulatedClock, worker: Worker) -> None:
         self._clock = clock
         self._worker = worker
 

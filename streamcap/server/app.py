@@ -32,7 +32,7 @@ import ssl
 import time
 from collections.abc import Awaitable
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
@@ -45,7 +45,7 @@ from .delivery import Delivery
 from .gate import RequestGate
 from .hub import Hub
 from .ingest import IngestSession
-from .metrics import ServerMetrics, worker_snapshot
+from .metrics import ServerMetrics, engine_info, worker_snapshot
 from .protocol import (
     CloseCode,
     ProtocolError,
@@ -62,6 +62,9 @@ from .services import PublisherServices, ViewerServices
 from .subtitles import SubtitleDownloads
 from .viewers import serve_viewer
 
+if TYPE_CHECKING:
+    from streamcap.runtime.worker_api import Worker
+
 __all__ = ["CaptionServer", "ServerConfig", "StreamFactory", "live_stream_factory"]
 
 log = logging.getLogger("streamcap.server")
@@ -76,7 +79,7 @@ class CaptionServer:
     def __init__(
         self,
         config: ServerConfig,
-        worker: Any,
+        worker: Worker,
         stream_factory: StreamFactory | None = None,
     ) -> None:
         self.config = config
@@ -101,8 +104,8 @@ class CaptionServer:
         self.metrics = ServerMetrics(
             self.hub.snapshot,
             self._worker_metrics,
-            _engine_info(worker),
-            remote=getattr(worker, "remote_snapshot", None),
+            engine_info(worker.engine),
+            remote=worker.remote_snapshot,
         )
         self.web_dir = config.web_dir or routes.default_web_dir()
         self._fd_log = RateLimitedLog(log, interval_s=FD_LOG_INTERVAL_S, burst=1)
@@ -263,13 +266,11 @@ class CaptionServer:
             return routes.static_file(self.web_dir, path[len("/static/") :])
         if path == "/healthz":  # alive: 200 even when full (say so in the body)
             full = self.full()
-            health = getattr(self.worker, "health", None)  # remote backends: the replicas
-            body = health() if health is not None else "ok"
+            body = self.worker.health()  # remote backends: the replicas
             return routes.text(HTTPStatus.OK, f"full: {full}; {body}" if full else body)
         if path == "/readyz":  # takes another publisher: a load balancer routes by this
             full = self.full()
-            usable = getattr(self.worker, "usable", None)
-            if full is None and usable is not None and not usable():
+            if full is None and not self.worker.usable():
                 full = "no inference replica usable"
             if full:
                 return routes.text(HTTPStatus.SERVICE_UNAVAILABLE, f"full: {full}")
@@ -340,49 +341,26 @@ class CaptionServer:
         admitted. A publisher joining a room that is live shares its talking time."""
         if not self.config.admission:
             return None
-        admission = getattr(self.worker, "admission", None)
-        if admission is None:  # a worker without a meter (tests' stand-ins)
-            return None
         rooms = self._live_rooms()
-        decision = admission(len(rooms), stream in rooms)
+        decision = self.worker.admission(len(rooms), stream in rooms)
         return None if decision.ok else str(decision.reason)
 
     def streams_changed(self) -> None:
         """Tell the worker's meter how many talk channels (rooms with a publisher) are live."""
-        changed = getattr(self.worker, "streams_changed", None)
-        if changed is not None:
-            changed(self.hub.rooms_publishing)
+        self.worker.streams_changed(self.hub.rooms_publishing)
 
     def _worker_metrics(self) -> dict[str, float]:
         out = worker_snapshot(self.worker)
-        load = getattr(self.worker, "load", None)
-        if load is not None:
-            m = load()
-            out.update(load_busy=m.busy, load_finals=m.finals, final_wait_p95=m.final_wait_p95_s)
-            decision = self.worker.admission(len(self._live_rooms()))
-            out.update(
-                stream_finals_load=decision.per_stream,
-                capacity_streams=float(min(decision.capacity, self.config.max_streams)),
-                accepting=float(decision.ok or not self.config.admission),
-            )
-        costs = getattr(self.worker, "costs", None)
-        if costs is not None:
-            out.update(costs.snapshot())
+        m = self.worker.load()
+        out.update(load_busy=m.busy, load_finals=m.finals, final_wait_p95=m.final_wait_p95_s)
+        decision = self.worker.admission(len(self._live_rooms()))
+        out.update(
+            stream_finals_load=decision.per_stream,
+            capacity_streams=float(min(decision.capacity, self.config.max_streams)),
+            accepting=float(decision.ok or not self.config.admission),
+        )
+        out.update(self.worker.costs.snapshot())
         return out
-
-
-def _engine_info(worker: Any) -> dict[str, str]:
-    """Model, device and precision of the worker's engine, for `streamcap_engine_info`."""
-    engine = getattr(worker, "engine", None)
-    placement = getattr(engine, "placement", None)
-    if placement is None:
-        return {}
-    main = getattr(engine, "main", None)
-    return {
-        "model": str(getattr(main, "name", "")),
-        "device": str(placement.device),
-        "precision": str(placement.precision),
-    }
 
 
 async def _wait_events(events: list[asyncio.Event], timeout: float) -> None:

@@ -1,5 +1,5 @@
-"""Server configuration, what the server needs from its worker, and how it makes a live stream
-for a publisher."""
+"""Server configuration, and how the server makes a live stream for a publisher (on its
+worker: `runtime.worker_api.Worker`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from .protocol import (
 
 if TYPE_CHECKING:  # the runtime pulls in torch: typing only
     from streamcap.runtime.stream import LiveConfig
-    from streamcap.runtime.worker import InferenceWorker, WorkerStats
+    from streamcap.runtime.worker_api import Worker
 
 
 @dataclass(frozen=True)
@@ -146,16 +146,6 @@ class ServerConfig:
         return self.max_streams + self.max_viewers + 64
 
 
-class Worker(Protocol):
-    """What the server itself reads from its inference worker: the totals behind `/metrics`.
-
-    `InferenceWorker` is one. The default stream factory needs that class itself: its
-    `LiveStream`s submit their decodes to it.
-    """
-
-    def total_stats(self) -> WorkerStats: ...
-
-
 class LiveStreamLike(Protocol):
     def feed(self, samples: Any) -> None: ...
     def finish(self) -> None: ...
@@ -167,7 +157,7 @@ StreamFactory = Callable[[str, StartMessage, Callable[[CaptionEvent], None]], Li
 
 
 def live_stream_factory(
-    worker: InferenceWorker,
+    worker: Worker,
     base_config: LiveConfig | None = None,
     default_language: str | None = None,
     speakers: str = "off",

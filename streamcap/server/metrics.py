@@ -3,8 +3,8 @@
 Counters and histograms that the server updates as things happen live here; values owned by
 others (connected streams and viewers, the inference worker's queue and token counts) are read
 at scrape time by a collector, so nothing has to be kept in sync: the worker's come from one
-typed snapshot (`InferenceWorker.total_stats()`), read field by field. No per-stream labels: stream
-ids come from clients, and a label per id would grow without bound.
+typed snapshot (`Worker.total_stats()`, `runtime.worker_api`), read field by field. No
+per-stream labels: stream ids come from clients, and a label per id would grow without bound.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 from streamcap.runtime.memory import heap_figures
 
 if TYPE_CHECKING:
-    from .config import Worker
+    from streamcap.runtime.worker_api import ModelInfo, Worker
 
 #: Content type of the text exposition format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -46,6 +46,17 @@ CLOSE_REASONS = (
 )  # fmt: skip
 
 Snapshot = Callable[[], Mapping[str, float]]
+#: The remote backend's figures (`Worker.remote_snapshot`; None: the worker has no replicas).
+RemoteSnapshot = Callable[[], Mapping[str, Any] | None]
+
+
+def engine_info(engine: ModelInfo) -> dict[str, str]:
+    """Model, device and precision of the worker's engine, for `streamcap_engine_info`."""
+    return {
+        "model": str(engine.main.name),
+        "device": str(engine.placement.device),
+        "precision": str(engine.placement.precision),
+    }
 
 
 def worker_snapshot(worker: Worker) -> dict[str, float]:
@@ -76,7 +87,7 @@ class _LiveCollector(Collector):
         hub: Snapshot,
         worker: Snapshot,
         info: Mapping[str, str],
-        remote: Callable[[], Mapping[str, Any]] | None = None,
+        remote: RemoteSnapshot | None = None,
     ) -> None:
         self._hub = hub
         self._worker = worker
@@ -189,8 +200,9 @@ class _LiveCollector(Collector):
             if key in w:
                 yield GaugeMetricFamily(name, doc, value=w[key])
         yield finals_dropped_family()
-        if self._remote is not None:
-            yield from remote_families(self._remote())
+        remote = self._remote() if self._remote is not None else None
+        if remote is not None:
+            yield from remote_families(remote)
 
 
 def finals_dropped_family() -> Metric:
@@ -288,7 +300,7 @@ class ServerMetrics:
         hub: Snapshot,
         worker: Snapshot,
         info: Mapping[str, str] | None = None,
-        remote: Callable[[], Mapping[str, Any]] | None = None,
+        remote: RemoteSnapshot | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_LiveCollector(hub, worker, info or {}, remote))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .app import CaptionServer
 from .config import ServerConfig
+
+if TYPE_CHECKING:
+    from streamcap.runtime.worker_api import Worker
 
 T = TypeVar("T")
 
@@ -18,7 +21,7 @@ class ServerThread:
     `with ServerThread(config, worker) as srv: srv.url(...)`.
     """
 
-    def __init__(self, config: ServerConfig, worker: Any, **kwargs: Any) -> None:
+    def __init__(self, config: ServerConfig, worker: Worker, **kwargs: Any) -> None:
         self.config = config
         self.worker = worker
         self._kwargs = kwargs
