@@ -8,7 +8,7 @@ final its own words.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -43,11 +43,17 @@ def result_of(words: list[tuple[str, float, float]]) -> DecodeResult:
 
 
 class Told:
-    def __init__(self) -> None:
+    def __init__(self, probe: Callable[[], object] | None = None) -> None:
         self.outcomes: dict[int, JobOutcome] = {}
+        self.order: list[int] = []
+        self.seen: dict[int, object] = {}  # what `probe` said when each window was told
+        self._probe = probe
 
     def __call__(self, job: DecodeJob, outcome: JobOutcome) -> None:
         self.outcomes[job.window] = outcome
+        self.order.append(job.window)
+        if self._probe is not None:
+            self.seen[job.window] = self._probe()
 
 
 def final(told: Told, window: int, seconds: float, stream: str = "a") -> DecodeJob:
@@ -149,14 +155,14 @@ def test_each_final_hears_its_own_outcome_also_of_an_error() -> None:
     assert told.outcomes[1].compute_s == 1.0 and told.outcomes[2].compute_s == 0.0
 
 
-def _backlog(engine, first, second):  # type: ignore[no-untyped-def]
+def _backlog(engine, first, second, told=None):  # type: ignore[no-untyped-def]
     """Two finals queued behind a stepped worker, run; (worker stats, the two results)."""
     from streamcap.runtime.engine import options_for
     from streamcap.runtime.worker import InferenceWorker
 
     opts = options_for(engine, "en", "transcribe")
     text = partial(engine.spec.tokenizer.decode, skip_special_tokens=True)
-    told = Told()
+    told = told or Told()
     w = InferenceWorker(engine)  # stepped: both wait until run_pending
     for window, audio in ((1, first), (2, second)):
         j = final(told, window, 1.0)
@@ -203,7 +209,21 @@ def test_a_final_the_window_cut_short_is_decoded_again_alone(engine) -> None:  #
 
     jfk, _ = sf.read(DATA / "en_real_jfk.wav", dtype="float32")
     mary, _ = sf.read(DATA / "en_real_praatio_mary.wav", dtype="float32")
-    stats, (a, b), opts = _backlog(engine, jfk, mary)
+    encodes = []  # the engine's encoder calls, counted (instrumentation: the real encoder runs)
+    real_encode = engine.encode
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        encodes.append(1)
+        return real_encode(*args, **kwargs)
+
+    told = Told(probe=lambda: len(encodes))
+    engine.encode = counted
+    try:
+        stats, (a, b), opts = _backlog(engine, jfk, mary, told)
+    finally:
+        del engine.encode  # the class's method again
+    # JFK's final, complete in the joined decode, is told before Mary's is encoded again
+    assert told.order == [1, 2] and told.seen == {1: 1, 2: 2}
     window = np.concatenate([jfk, np.zeros(round(GAP_S * SR), np.float32), mary])
     whole = _greedy(engine, window, opts)
     assert a.tokens == whole  # the window's decode said JFK's words only

@@ -40,6 +40,9 @@ class JobOutcome:
     joined: DecodeJob | None = None
     #: a coalesced job's result per final, cut and completed by the worker (`runtime.coalesce`)
     parts: tuple[DecodeResult, ...] | None = None
+    #: how many of a coalesced job's first finals the worker told already, before it decoded
+    #: a later one again alone (`runtime.coalesce.complete_parts`); the rest are told at the end
+    told: int = 0
 
 
 @dataclass(eq=False)
