@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from streamcap.errors import ReportedError
 
-class AudioError(Exception):
+
+class AudioError(ReportedError):
     """Audio could not be read, decoded or captured."""
 
 

@@ -13,6 +13,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from streamcap.errors import ReportedError
+
 _DTYPES = {
     0: np.float32,
     1: np.int8,
@@ -23,7 +25,7 @@ _DTYPES = {
 }
 
 
-class ModelFormatError(ValueError):
+class ModelFormatError(ReportedError, ValueError):
     """The file is not a CTranslate2 Whisper model we can read."""
 
 

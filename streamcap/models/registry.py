@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamcap.errors import ReportedError
+
 if TYPE_CHECKING:  # the converter (numpy) is imported when a model is prepared, not to list one
     from streamcap.models.convert import Progress
 
 
-class ModelNotFoundError(LookupError):
+class ModelNotFoundError(ReportedError, LookupError):
     """A model name that is neither bundled, a local folder, nor reachable on the hub."""
 
 

@@ -17,8 +17,6 @@ from urllib.parse import unquote
 from websockets.datastructures import Headers
 from websockets.http11 import Response
 
-import streamcap
-
 #: HTML pages by path.
 PAGES = {"/": "index.html", "/index.html": "index.html", "/overlay": "overlay.html"}
 SUBTITLE_RE = re.compile(r"/streams/([A-Za-z0-9_-][A-Za-z0-9_.-]{0,63})\.(srt|vtt)")
@@ -45,7 +43,7 @@ _TYPES = {
 def web_dir_candidates() -> list[Path]:
     """Where the pages may live: next to the package (a checkout or an editable install),
     then where a wheel installs them (``share/streamcap/web`` under the environment)."""
-    here = Path(streamcap.__file__).resolve().parent.parent / "web"
+    here = Path(__file__).resolve().parents[2] / "web"  # streamcap/server/routes.py -> web/
     schemes = [sysconfig.get_default_scheme(), sysconfig.get_preferred_scheme("user")]
     installed = [
         Path(sysconfig.get_path("data", s)) / "share" / "streamcap" / "web" for s in schemes
