@@ -3,11 +3,12 @@
 checkout's `CaptionPolicy` and compare (issue 24: the window's states made explicit must not
 change one output).
 
-    python scripts/policy_replay.py record --audio A.wav --out T.pkl [--decoder model|standin]
-        [--set NAME=VALUE ...] [--early on|off|flip] [--seed N] [--max-utterance S]
-    python scripts/policy_replay.py check T.pkl [T2.pkl ...]
+    PYTHONPATH=BEFORE python scripts/policy_replay.py record --audio A.wav [B.wav ...] \
+        --out DIR [--decoder standin|model] [--only VARIANT ...] [--seeds N]
+    PYTHONPATH=AFTER python scripts/policy_replay.py check DIR/*.pkl
 
-``record`` drives a recording subclass of the installed `CaptionPolicy` with real audio:
+``record`` drives a recording subclass of the installed `CaptionPolicy` (BEFORE: a checkout of
+the code before a change) with real audio, once per variant (`VARIANTS`, `MODEL_VARIANTS`):
 - ``--decoder model``: the live pipeline itself (scripts/eval_stream.py's `run_stream`:
   `LiveStream`, the real worker and Whisper model, the simulated clock), the policy class
   swapped for the recorder in `streamcap.runtime.stream` (nothing else changes);
@@ -19,7 +20,8 @@ change one output).
 The trace holds each call's arguments (events with their samples, decode results, request ids,
 clock times) and its answer (requests with a hash of their audio, caption events, prepared
 inputs, dropped finals) plus the policy's counters after it. ``check`` replays a trace on a
-fresh policy and stops at the first answer that differs. Traces stay out of the repository.
+fresh policy (AFTER: the changed code) and stops at the first answer that differs, and counts
+the transitions of `policy_states` taken. Traces stay out of the repository (/tmp).
 """
 
 from __future__ import annotations
@@ -163,48 +165,17 @@ def report_transitions(seen: collections.Counter[tuple[Any, Any, Any]]) -> None:
         table = getattr(ps, name)
         for state, row in table.items():
             for event, new in row.items():
-                print(
-                    f"  {name} {state.name} --{event.name}--> {new.name}:"
-                    f" {seen[(state, event, new)]}"
-                )
+                n = seen[(state, event, new)]
+                print(f"  {name} {state.name} --{event.name}--> {new.name}: {n}")
 
 
 # --------------------------------------------------------------------------- stand-in decoder
 
-VOCAB = [
-    "the",
-    "a",
-    "to",
-    "of",
-    "and",
-    "we",
-    "you",
-    "it",
-    "said",
-    "when",
-    "there",
-    "Mr.",
-    "time",
-    "people",
-    "call",
-    "number",
-    "again",
-    "please",
-    "menu",
-    "press",
-    "say",
-    "hello",
-    "world",
-    "morning",
-    "yesterday",
-    "country",
-    "ask",
-    "what",
-    "your",
-    "can",
-    "do",
-    "for",
-]
+_WORDS = (
+    "the a to of and we you it said when there Mr. time people call number "
+    "again please menu press say hello world morning yesterday country ask what your can do for"
+)
+VOCAB = _WORDS.split()
 
 
 class StandIn:
@@ -333,58 +304,44 @@ def record_model(audio: np.ndarray, settings: list[str], early: str) -> tuple[li
     return calls, config.policy
 
 
-#: the stand-in matrix: (name, policy settings, early-final mode, segmenter max utterance),
-#: and optionally the jobs the worker mostly takes first ("finals", or "partials"; "-slow": a
-#: worker four times slower)
-VARIANTS: list[tuple[Any, ...]] = [
-    ("default", [], "on", None),
-    ("early_off", [], "off", None),
-    ("early_flip", [], "flip", None),
-    ("no_early_final", ["early_final_s=None"], "on", None),
-    ("no_pause_final", ["pause_final_s=None"], "on", None),
-    ("pause_0.5", ["pause_final_s=0.5"], "flip", None),
-    ("locked_finals", ["exact_finals=False"], "on", None),
-    ("no_cut", ["cut_at_commits=False"], "on", None),
-    ("no_cut_locked", ["cut_at_commits=False", "exact_finals=False"], "flip", None),
-    ("no_agreement", ["agreement=0"], "on", None),
-    ("chars_30", ["commit_sentences=False", "max_locked_chars=30"], "on", None),
-    ("prompts", ["prompt_chars=200", "prompt_scope='stream'", "short_prompt_s=2.0"], "on", None),
-    ("prompt_utt", ["prompt_chars=60"], "flip", None),
-    ("short_prompt", ["short_prompt_s=2.0", "short_prompt_chars=40"], "on", None),
-    (
-        "plain_screen",
-        [
-            "keep_screen_form=False",
-            "lead_words=None",
-            "holdback_words=0",
-            "capitalize=False",
-            "trim_partial_punct=False",
-        ],
-        "on",
-        None,
-    ),
-    (
-        "fast_partials",
-        ["first_partial_s=0.5", "partial_interval_s=0.5", "lock_margin=0", "agreement=3"],
-        "on",
-        None,
-    ),
-    ("window_8s", ["max_window_s=8.0"], "flip", None),
-    ("splits_6s", [], "on", 6.0),
-    ("splits_6s_late", ["pause_final_s=None", "early_final_s=None"], "off", 6.0),
-    ("partials_first", [], "on", None, "partials"),
-    ("partials_first_30", ["max_locked_chars=30"], "flip", None, "partials"),
-    ("slow_partials_first", [], "on", None, "partials-slow"),
-    ("slow", ["max_locked_chars=30"], "flip", None, "finals-slow"),
-]
+_PLAIN = "keep_screen_form=False lead_words=None holdback_words=0 capitalize=False"
+_FAST = "first_partial_s=0.5 partial_interval_s=0.5 lock_margin=0 agreement=3"
 
-#: the model matrix: (name, settings as scripts/eval_stream.py --set takes them, early finals)
-MODEL_VARIANTS: list[tuple[str, list[str], str]] = [
-    ("auto", [], "auto"),
-    ("on_locked", ["exact_finals=False"], "on"),
-    ("off_no_pause", ["pause_final_s=None"], "off"),
-    ("on_no_cut", ["cut_at_commits=False", "prompt_chars=100"], "on"),
-]
+#: the stand-in matrix: name -> (policy settings, early finals, the segmenter's max utterance,
+#: the jobs the worker mostly takes first: "finals" or "partials"; "-slow": 4 times slower)
+VARIANTS: dict[str, tuple[str, str, float | None, str]] = {
+    "default": ("", "on", None, "finals"),
+    "early_off": ("", "off", None, "finals"),
+    "early_flip": ("", "flip", None, "finals"),
+    "no_early_final": ("early_final_s=None", "on", None, "finals"),
+    "no_pause_final": ("pause_final_s=None", "on", None, "finals"),
+    "pause_0.5": ("pause_final_s=0.5", "flip", None, "finals"),
+    "locked_finals": ("exact_finals=False", "on", None, "finals"),
+    "no_cut": ("cut_at_commits=False", "on", None, "finals"),
+    "no_cut_locked": ("cut_at_commits=False exact_finals=False", "flip", None, "finals"),
+    "no_agreement": ("agreement=0", "on", None, "finals"),
+    "chars_30": ("commit_sentences=False max_locked_chars=30", "on", None, "finals"),
+    "prompts": ("prompt_chars=200 prompt_scope='stream' short_prompt_s=2.0", "on", None, "finals"),
+    "prompt_utt": ("prompt_chars=60", "flip", None, "finals"),
+    "short_prompt": ("short_prompt_s=2.0 short_prompt_chars=40", "on", None, "finals"),
+    "plain_screen": (_PLAIN + " trim_partial_punct=False", "on", None, "finals"),
+    "fast_partials": (_FAST, "on", None, "finals"),
+    "window_8s": ("max_window_s=8.0", "flip", None, "finals"),
+    "splits_6s": ("", "on", 6.0, "finals"),
+    "splits_6s_late": ("pause_final_s=None early_final_s=None", "off", 6.0, "finals"),
+    "partials_first": ("", "on", None, "partials"),
+    "partials_first_30": ("max_locked_chars=30", "flip", None, "partials"),
+    "slow_partials_first": ("", "on", None, "partials-slow"),
+    "slow": ("max_locked_chars=30", "flip", None, "finals-slow"),
+}
+
+#: the model matrix: name -> (settings as scripts/eval_stream.py --set takes them, early finals)
+MODEL_VARIANTS: dict[str, tuple[str, str]] = {
+    "auto": ("", "auto"),
+    "on_locked": ("exact_finals=False", "on"),
+    "off_no_pause": ("pause_final_s=None", "off"),
+    "on_no_cut": ("cut_at_commits=False prompt_chars=100", "on"),
+}
 
 
 def policy_config(settings: list[str]) -> PolicyConfig:
@@ -398,26 +355,19 @@ def policy_config(settings: list[str]) -> PolicyConfig:
     return PolicyConfig(**over)
 
 
-def record(
-    audio_path: str,
-    out: str,
-    settings: list[str],
-    early: str,
-    seed: int,
-    max_utterance: float | None,
-    decoder: str = "standin",
-    order: str = "finals",
-) -> None:
+def record(audio_path: str, out: str, variant: str, decoder: str, seed: int) -> None:
     audio = load_audio(audio_path)
     if decoder == "model":
-        calls, config = record_model(audio, settings, early)
+        settings, early = MODEL_VARIANTS[variant]
+        calls, config = record_model(audio, settings.split(), early)
     else:
-        config = policy_config(settings)
+        settings, early, max_utterance, order = VARIANTS[variant]
+        config = policy_config(settings.split())
         seg = SegmenterConfig()
         if max_utterance is not None:
             seg = replace(seg, max_utterance_s=max_utterance, split_search_s=2.0)
         calls = record_standin(audio, config, seg, early, seed, order)
-    trace = {"audio": audio_path, "settings": settings, "config": config, "calls": calls}
+    trace = {"audio": audio_path, "variant": variant, "config": config, "calls": calls}
     Path(out).write_bytes(pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL))
     print(f"{out}: {len(calls)} calls", flush=True)
 
@@ -425,60 +375,40 @@ def record(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    rec = sub.add_parser("record")
-    rec.add_argument("--audio", required=True)
-    rec.add_argument("--out", required=True)
+    rec = sub.add_parser("record", help="record VARIANTS (MODEL_VARIANTS) for each file")
+    rec.add_argument("--audio", nargs="+", required=True)
+    rec.add_argument("--out", required=True, help="folder for the traces")
     rec.add_argument("--decoder", choices=("model", "standin"), default="standin")
-    rec.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
-    rec.add_argument("--early", choices=("on", "off", "flip", "auto"), default="on")
-    rec.add_argument("--seed", type=int, default=0)
-    rec.add_argument("--max-utterance", type=float, default=None)
-    mat = sub.add_parser("matrix", help="record VARIANTS (MODEL_VARIANTS) for each file")
-    mat.add_argument("--audio", nargs="+", required=True)
-    mat.add_argument("--out", required=True, help="folder for the traces")
-    mat.add_argument("--seeds", type=int, default=2)
-    mat.add_argument("--only", nargs="*", help="these variants only (default: all)")
-    mat.add_argument("--decoder", choices=("model", "standin"), default="standin")
-    chk = sub.add_parser("check")
+    rec.add_argument("--only", nargs="*", help="these variants only (default: all)")
+    rec.add_argument("--seeds", type=int, default=2, help="stand-in runs per variant")
+    chk = sub.add_parser("check", help="replay traces on this checkout's CaptionPolicy")
     chk.add_argument("traces", nargs="+")
     args = ap.parse_args()
-    if args.cmd == "check":
-        seen = count_transitions()
-        totals: collections.Counter[str] = collections.Counter()
-        for path in args.traces:
-            trace = pickle.loads(Path(path).read_bytes())
-            t0 = time.perf_counter()
-            n_calls, counts = check(trace)
-            items = ", ".join(f"{v} {k}" for k, v in counts.items())
-            print(
-                f"{Path(path).name}: {n_calls} calls identical ({items};"
-                f" {time.perf_counter() - t0:.1f} s)",
-                flush=True,
-            )
-            totals.update(counts, calls=n_calls, traces=1)
-        print("all identical:", ", ".join(f"{v} {k}" for k, v in totals.items()))
-        if seen is not None:
-            print("transitions taken:")
-            report_transitions(seen)
-        return
-    if args.cmd == "matrix":
+    if args.cmd == "record":
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
+        model = args.decoder == "model"
         for audio_path in args.audio:
-            if args.decoder == "model":
-                for name, settings, early in MODEL_VARIANTS:
+            for name in MODEL_VARIANTS if model else VARIANTS:
+                for seed in range(1 if model else args.seeds):
                     if not args.only or name in args.only:
-                        path = out / f"{Path(audio_path).stem}.{name}.pkl"
-                        record(audio_path, str(path), settings, early, 0, None, "model")
-                continue
-            for name, settings, early, max_utt, *order in VARIANTS:
-                if args.only and name not in args.only:
-                    continue
-                for seed in range(args.seeds):
-                    path = out / f"{Path(audio_path).stem}.{name}.{seed}.pkl"
-                    record(audio_path, str(path), settings, early, seed, max_utt, "standin", *order)
+                        path = out / f"{Path(audio_path).stem}.{name}.{seed}.pkl"
+                        record(audio_path, str(path), name, args.decoder, seed)
         return
-    record(args.audio, args.out, args.set, args.early, args.seed, args.max_utterance, args.decoder)
+    seen = count_transitions()
+    totals: collections.Counter[str] = collections.Counter()
+    for path in args.traces:
+        trace = pickle.loads(Path(path).read_bytes())
+        t0 = time.perf_counter()
+        n_calls, counts = check(trace)
+        items = ", ".join(f"{v} {k}" for k, v in counts.items())
+        took = time.perf_counter() - t0
+        print(f"{Path(path).name}: {n_calls} calls identical ({items}; {took:.1f} s)", flush=True)
+        totals.update(counts, calls=n_calls, traces=1)
+    print("all identical:", ", ".join(f"{v} {k}" for k, v in totals.items()))
+    if seen is not None:
+        print("transitions taken:")
+        report_transitions(seen)
 
 
 if __name__ == "__main__":
