@@ -1,9 +1,11 @@
 """What the caption policy works with: its requests, its steps, and an open window's state.
 
-`DecodeRequest`, `DecodeInputs` and `Step` are what `CaptionPolicy` hands the runtime; `Window`
-is the policy's own record of one window of audio (an utterance, or the part after a commit):
-its samples, its partials' history, what is locked and shown, and its early final. Pure data
-with the few helpers that keep its audio and times consistent; the rules are in `policy.py`.
+`DecodeRequest`, `DecodeInputs`, `Step` and `DroppedFinal` are what `CaptionPolicy` hands the
+runtime; `Window` is the policy's own record of one window of audio (an utterance, or the part
+after a commit): its samples, its partials' history, what is locked and shown, its early final,
+and its two state machines (`policy_states`: where it is in its life, and its partial decode).
+Data with the few helpers that keep its audio and times consistent; the rules are in `policy.py`
+(when) and `policy_text.py` (what).
 """
 
 from __future__ import annotations
@@ -15,9 +17,21 @@ import numpy as np
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.policy_config import RequestKind
+from streamcap.core.policy_states import (
+    PartialEvent,
+    PartialState,
+    StateMachine,
+    WindowEvent,
+    WindowState,
+    partial_machine,
+    window_machine,
+)
 from streamcap.decoding.options import DecodeResult
 
-__all__ = ["DecodeInputs", "DecodeRequest", "Step", "Window"]
+__all__ = ["NOT_DECODED", "DecodeInputs", "DecodeRequest", "DroppedFinal", "Step", "Window"]
+
+#: A closed window's final decode that the worker never delivered (dropped or failed).
+NOT_DECODED = "not_decoded"
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +67,18 @@ class Step:
         self.captions += other.captions
 
 
+@dataclass(frozen=True)
+class DroppedFinal:
+    """A voiced window whose final came out with no text: segment, stream seconds, why, and
+    the decode (None when there was none)."""
+
+    segment: int
+    start: float
+    end: float
+    reason: str
+    result: DecodeResult | None
+
+
 @dataclass
 class Window:
     id: int
@@ -63,8 +89,8 @@ class Window:
     chunks: list[np.ndarray] = field(default_factory=list)
     n: int = 0  # samples
     first_end: float = 0.0  # stream seconds where its first piece of audio ended
-    closed: bool = False
-    partial_pending: int | None = None  # id of the outstanding partial request
+    state: StateMachine[WindowState, WindowEvent] = field(default_factory=window_machine)
+    partial: StateMachine[PartialState, PartialEvent] = field(default_factory=partial_machine)
     last_partial_n: int = 0  # samples when the last partial was requested
     hypothesis: tuple[int, ...] | None = None  # tokens of the latest partial result
     history: list[list[str]] = field(default_factory=list)  # recent partials' unlocked words
@@ -72,12 +98,15 @@ class Window:
     locked: list[str] = field(default_factory=list)  # never change again
     locked_end: float = 0.0
     emitted: int = 0  # locked words already sent as finals
-    shown: bool = False  # a partial of `segment` is on screen
-    screen: list[str] = field(default_factory=list)  # its words as shown
+    screen: list[str] = field(default_factory=list)  # words of the partial of `segment` shown
     voice_end: float = 0.0  # stream seconds where its last voiced frame ends
-    tentative: DecodeRequest | None = None  # its early final, valid while no voice follows
-    tentative_done: bool = False  # ... whose result has come (`tentative_result`)
-    tentative_result: DecodeResult | None = None
+    early: DecodeRequest | None = None  # its early final (state EARLY_FINAL on; None if void)
+    early_result: DecodeResult | None = None  # ... its result (EARLY_FINAL_READY)
+
+    @property
+    def shown(self) -> bool:
+        """Whether a partial of `segment` is on screen (a final then clears it)."""
+        return bool(self.screen)
 
     @property
     def silence(self) -> float:
