@@ -2,10 +2,11 @@
 
 One job per module: ``options`` (frozen options, results, stats), ``spec`` (a model's token
 ids and forced prefix), ``frontend`` (log-mel + encoder), ``step`` (one decoder forward and the
-exact greedy choice, over ``lean`` and ``screen``), ``language`` (detection), ``speculative``
-(the decoder loop), ``verify`` and ``guard`` (pure rules), ``drafters`` and ``assistant``
-(where drafts come from), ``reference`` (transformers' ``generate`` under the same rules),
-``alignment`` (word times of a decode from the cross-attention, one more pass).
+exact greedy choice, over ``lean`` and ``screen``), ``language`` (detection), ``row`` (one
+decode's state and rules, which every loop runs), ``speculative`` (the batch-1 loop),
+``batched`` (many decodes in lockstep), ``verify`` and ``guard`` (pure rules), ``drafters``
+and ``assistant`` (where drafts come from), ``reference`` (transformers' ``generate`` under the
+same rules), ``alignment`` (word times of a decode from the cross-attention, one more pass).
 
 Names are imported lazily: ``options``, ``spec`` and ``verify`` are pure and light, while the
 decoder pulls in torch, which command-line start-up should not pay for until it decodes.

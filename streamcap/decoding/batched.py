@@ -1,8 +1,8 @@
 """The speculative decoder loop of several windows in lockstep, one batched forward a pass.
 
-Each row (a window of one stream) runs exactly ``SpeculativeDecoder.decode``'s algorithm —
-language detection, forced prefix, no-speech probability, drafts with its own
-:class:`DraftLength`, accept/extend under its own :class:`LoopGuard` and budget — but the
+Each row (a window of one stream) runs exactly ``SpeculativeDecoder.decode``'s algorithm, the
+same ``row.DecodeRow`` — language detection, forced prefix, no-speech probability, drafts with
+its own :class:`DraftLength`, accept/extend under its own :class:`LoopGuard` and budget — but the
 decoder forward of every row still decoding runs as one pass (``batched_lean.forward_packed``:
 ragged rows, each over its own cache and encoder output) and their rows are projected onto the
 vocabulary together, so the weights are read once per pass instead of once per row. Rows leave
@@ -23,6 +23,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -31,9 +32,10 @@ from streamcap.decoding.drafters import Drafter, NoDrafter
 from streamcap.decoding.guard import LoopGuard
 from streamcap.decoding.language import detect_language_prob
 from streamcap.decoding.lean import LeanCache, LeanDecoder
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.decoding.options import DecodeResult, DecodingOptions
+from streamcap.decoding.row import DecodeRow
 from streamcap.decoding.speculative import SpeculativeDecoder
-from streamcap.decoding.verify import DraftLength, accept, extend
+from streamcap.decoding.verify import DraftLength
 
 #: |batched - batch-1| logits on real rows, rounded up: at most 7.6e-5 over 65 dev clips x 2
 #: drafters in batches of 8 (2036 choices; base, fp32, 2 threads, ``bench_batching.py``).
@@ -61,44 +63,23 @@ class BatchedResult:
     counters: BatchCounters
 
 
-class _Row:
-    """The state of one row's decode (the locals of ``SpeculativeDecoder.decode``)."""
+class _Row(DecodeRow):
+    """One row's decode (``DecodeRow``) and what batching keeps of it."""
 
-    def __init__(
-        self,
-        enc: torch.Tensor,
-        options: DecodingOptions,
-        drafter: Drafter,
-        duration_s: float,
-        guard: LoopGuard,
-        cache: LeanCache,
-    ) -> None:
-        self.enc, self.options, self.drafter = enc, options, drafter
-        self.duration_s, self.guard, self.cache = duration_s, guard, cache
-        self.language_token: int | None = None
-        self.language_prob: float | None = None  # when detected
-        self.no_speech = math.nan
-        self.prefix: list[int] = []
-        self.budget = self.sot_row = 0
-        self.k = DraftLength()
-        self.generated: list[int] = []
-        self.pending: list[int] = []
+    def __init__(self, cache: LeanCache, *row: Any) -> None:
+        super().__init__(*row)  # DecodeRow's arguments
+        self.cache = cache
         self.tokens: list[int] = []  # the token at each cached position
-        self.logprob_sum = 0.0
-        self.stopped_by: str | None = None
-        self.first = True
-        self.drafted = self.accepted = self.forward_passes = 0
         self.decoder_s = 0.0
         self.exact: LeanCache | None = None  # batch-1 keys/values for rechecks
         self.shadow: LeanCache | None = None  # probe: the batch-1 twin of ``cache``
         # this pass
-        self.draft: list[int] = []
         self.base = 0  # cached positions before this pass
         self.hidden = torch.empty(0)
         self.shadow_hidden = torch.empty(0)
         self.predicted: list[int] = []
         self.parts: list[torch.Tensor] = []
-        self.open = False
+        self.verifying = False  # its verify rows still agree with its draft
         self.sot_logits: torch.Tensor | None = None
         # counters
         self.batch_rows = self.choices = self.rechecked = self.changed = 0
@@ -181,45 +162,23 @@ class BatchedDecoder:
                 for a in zip(encs, options, drafters, durations, guards, draft_lengths, strict=True)
             ]
         t0 = time.perf_counter()
-        rows = [
-            _Row(
-                enc,
-                opts,
-                drafter or NoDrafter(),
-                dur,
-                guard or LoopGuard(opts.max_tokens_per_second, opts.min_token_budget),
-                lean.new_cache(),
-            )
-            for enc, opts, drafter, dur, guard in zip(
-                encs, options, drafters, durations, guards, strict=True
+        spec = self.spec
+        rows = [  # option errors surface before any work, as in batch 1
+            _Row(lean.new_cache(), spec, enc, opts, drafter or NoDrafter(), dur, guard, dl)
+            for enc, opts, drafter, dur, guard, dl in zip(
+                encs, options, drafters, durations, guards, draft_lengths, strict=True
             )
         ]
-        spec = self.spec
-        for r in rows:  # option errors surface before any work, as in batch 1
-            if spec.multilingual and r.options.language is not None:
-                r.language_token = spec.language_id(r.options.language)
-            spec.prefix(r.language_token, r.options)
-        self._detect_languages(
-            lean, [r for r in rows if spec.multilingual and r.language_token is None]
-        )
-        for r, dl in zip(rows, draft_lengths, strict=True):
-            r.prefix = spec.prefix(r.language_token, r.options)
-            r.budget = r.guard.token_budget(r.duration_s, spec.max_length - len(r.prefix))
-            r.sot_row = r.prefix.index(spec.sot)
-            r.drafter.begin(r.prefix)
-            free = bool(getattr(r.drafter, "free", False))
-            r.k = dl or DraftLength(
-                k=r.options.max_draft if free else r.options.initial_draft,
-                k_max=r.options.max_draft,
-            )
-            r.pending = list(r.prefix)
+        self._detect_languages(lean, [r for r in rows if r.detects])
+        for r in rows:
+            r.begin()
         active = list(rows)
         while active:
             self._pass(lean, active)
             for r in active:
-                if r.stopped_by is not None:
+                if not r.open:
                     r.decoder_s = time.perf_counter() - t0
-            active = [r for r in active if r.stopped_by is None]
+            active = [r for r in active if r.open]
         return [self._result(r) for r in rows]
 
     def _detect_languages(self, lean: LeanDecoder, rows: list[_Row]) -> None:
@@ -238,7 +197,6 @@ class BatchedDecoder:
         top2 = masked.topk(2, -1).values
         gaps = (top2[:, 0] - top2[:, 1]).tolist()
         for j, r in enumerate(rows):
-            r.forward_passes += 1
             r.batch_rows += len(rows)
             r.choices += 1
             if self.probe:
@@ -249,18 +207,15 @@ class BatchedDecoder:
                 r.recheck_tokens += 1
                 token, lang_prob, prob = detect_language_prob(step, r.enc)
                 r.changed += int(token != choice[j])
-                r.language_token, r.no_speech, r.language_prob = token, prob, lang_prob
+                r.detected(token, lang_prob, prob)
             else:
-                r.language_token, r.no_speech = int(choice[j]), float(no_speech[j])
-                r.language_prob = float(top_prob[j])
+                r.detected(int(choice[j]), float(top_prob[j]), float(no_speech[j]))
             r.cache.crop(0)  # keep the cross-attention keys/values for the decode
 
     def _pass(self, lean: LeanDecoder, active: list[_Row]) -> None:
         """One loop iteration of every active row: drafts, one forward, verify, extend."""
         for r in active:
-            room = r.budget - len(r.generated)
-            want = min(r.k.next_k(), room)
-            r.draft = list(r.drafter.propose(r.generated, want))[:want] if want > 0 else []
+            r.next_draft()
             r.base = r.cache.length
         inputs = [r.pending + r.draft for r in active]
         hidden = forward_packed(
@@ -269,7 +224,6 @@ class BatchedDecoder:
         for r, h, t in zip(active, hidden, inputs, strict=True):
             r.hidden = h
             r.tokens += t
-            r.forward_passes += 1
             r.batch_rows += len(active)
             if self.probe:
                 r.shadow = r.shadow or twin_cache(lean, r.cache)
@@ -281,37 +235,29 @@ class BatchedDecoder:
                 sot = r.sot_logits
                 r.no_speech = math.exp(float(sot[spec.no_speech] - torch.logsumexp(sot, -1)))
                 r.sot_logits = None
-            r.first = False
-            n_ok, gained = accept(r.draft[: len(r.predicted) - 1], r.predicted)
-            r.drafted += len(r.draft)
-            r.accepted += n_ok
-            r.k.update(len(r.draft), n_ok)
-            ext = extend(r.generated, gained, eot=spec.eot, budget=r.budget, guard=r.guard)
-            r.stopped_by = ext.stopped_by
-            if ext.appended:
+            new = r.settle(r.predicted).appended
+            if new:
                 logits = r.parts[0] if len(r.parts) == 1 else torch.cat(r.parts)
-                r.logprob_sum += sum(_lse_at(logits[: len(ext.appended)], ext.appended))
-            if r.stopped_by is None:
-                # keep the cache for pending + accepted drafts; the bonus token is next input
-                keep = r.cache.length - (len(r.draft) - n_ok)
+                r.add_logprobs(_lse_at(logits[: len(new)], new))
+            if r.open:
+                keep = r.cache.length - r.rejected
                 for cache in (r.cache, r.exact, r.shadow):
                     if cache is not None:
                         cache.crop(keep)
                 del r.tokens[keep:]
-                r.pending = [gained[-1]]
 
     def _verify(self, lean: LeanDecoder, active: list[_Row]) -> None:
         """Greedy choices of every row's verify rows, chunk by chunk, all rows projected
         together; a row stops being projected after its first disagreement with its draft."""
         step, eot = self.step, self.spec.eot
         for r in active:
-            r.predicted, r.parts, r.open = [], [], True
+            r.predicted, r.parts, r.verifying = [], [], True
         c0 = 0
         while True:
-            group = [r for r in active if r.open and c0 < r.n_rows]
+            group = [r for r in active if r.verifying and c0 < r.n_rows]
             if not group:
                 return
-            extras = [r for r in group if c0 == 0 and r.first and math.isnan(r.no_speech)]
+            extras = [r for r in group if c0 == 0 and r.wants_no_speech]
             pieces = [r.hidden[r.sot_row : r.sot_row + 1] for r in extras]
             spans: list[tuple[_Row, int, int]] = []
             offset = 0
@@ -348,7 +294,7 @@ class BatchedDecoder:
                         token = self._recheck(lean, r, i, chosen[off + j])
                     r.predicted.append(token)
                     if i >= len(r.draft) or token != r.draft[i]:
-                        r.open, used = False, j + 1
+                        r.verifying, used = False, j + 1
                         break
                 r.parts.append(chosen[off : off + used])
             c0 += _VERIFY_CHUNK
@@ -375,25 +321,6 @@ class BatchedDecoder:
         return token
 
     def _result(self, r: _Row) -> BatchedResult:
-        spec = self.spec
-        stats = DecodeStats(
-            drafted=r.drafted,
-            accepted=r.accepted,
-            forward_passes=r.forward_passes,
-            decoder_s=r.decoder_s,
-            tokens=len(r.generated),
-        )
-        language = spec.language_of(r.language_token) if r.language_token is not None else None
-        result = DecodeResult(
-            tokens=tuple(r.generated),
-            text=spec.tokenizer.decode(r.generated, skip_special_tokens=True),
-            language=language,
-            no_speech_prob=r.no_speech,
-            avg_logprob=r.logprob_sum / len(r.generated) if r.generated else None,
-            stopped_by=r.stopped_by or "eot",
-            stats=stats,
-            language_prob=r.language_prob,
-        )
         counters = BatchCounters(
             batch_rows=r.batch_rows,
             choices=r.choices,
@@ -402,4 +329,4 @@ class BatchedDecoder:
             recheck_tokens=r.recheck_tokens,
             max_logit_diff=r.max_diff if self.probe else math.nan,
         )
-        return BatchedResult(result, counters)
+        return BatchedResult(r.result(r.decoder_s), counters)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import torch
 from torch.nn import functional as F
 
-from streamcap.decoding.lean import LeanCache, LeanDecoder
+from streamcap.decoding.lean import LeanCache, LeanDecoder, self_attention, self_mask
 from streamcap.decoding.step import DecoderStep
 
 
@@ -36,17 +36,6 @@ class Segment(NamedTuple):
     tokens: Sequence[int]
     cache: LeanCache
     enc: torch.Tensor  # (1, T, D); T may differ between rows
-
-
-def _self_mask(start: int, n: int, device: torch.device) -> tuple[torch.Tensor | None, bool]:
-    """The self-attention mask of a batch-1 lean step (see ``LeanDecoder.forward``)."""
-    if n > 1 and start == 0:
-        return None, True
-    if n > 1:
-        end = start + n
-        q_pos = torch.arange(start, end, device=device)[:, None]
-        return (q_pos >= torch.arange(end, device=device)[None, :]).view(1, 1, n, end), False
-    return None, False
 
 
 @torch.inference_mode()
@@ -74,7 +63,7 @@ def forward_packed(lean: LeanDecoder, segments: Sequence[Segment]) -> list[torch
     pos = torch.cat([positions[a : a + n] for a, n in zip(starts, sizes, strict=True)])
     x = F.embedding(ids, embed) + pos
     cross = [lean._cross(s.cache, s.enc) for s in segments]
-    masks = [_self_mask(a, n, device) for a, n in zip(starts, sizes, strict=True)]
+    masks = [self_mask(a, n, device) for a, n in zip(starts, sizes, strict=True)]
     heads, head_dim = lean.heads, lean.head_dim
     rows = list(zip(range(len(segments)), starts, sizes, offsets, masks, segments, strict=False))
     linear, layer_norm, sdpa = F.linear, F.layer_norm, F.scaled_dot_product_attention
@@ -91,15 +80,7 @@ def forward_packed(lean: LeanDecoder, segments: Sequence[Segment]) -> list[torch
             q = q_all[:, off : off + n].view(shape).transpose(1, 2).contiguous()
             keys[i, :, :, start:end] = k_all[:, off : off + n].view(shape).transpose(1, 2)
             values[i, :, :, start:end] = v_all[:, off : off + n].view(shape).transpose(1, 2)
-            o = sdpa(
-                q,
-                keys[i, :, :, :end],
-                values[i, :, :, :end],
-                attn_mask=mask,
-                dropout_p=0.0,
-                scale=1.0,
-                is_causal=causal,
-            )
+            o = self_attention(q, seg.cache, i, end, mask, causal)
             outs.append(o.transpose(1, 2).reshape(1, n, -1))
         x = x + linear(outs[0] if len(outs) == 1 else torch.cat(outs, 1), *p.o)
 

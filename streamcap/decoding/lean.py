@@ -88,6 +88,39 @@ def supports(decoder: Any) -> bool:
         return False
 
 
+def self_mask(start: int, n: int, device: torch.device) -> tuple[torch.Tensor | None, bool]:
+    """The self-attention mask of ``n`` new tokens after ``start`` cached ones, as transformers
+    builds it: none for one query; ``is_causal`` for a prefill into an empty cache; otherwise a
+    boolean mask (query i sees the cached positions and the new positions <= i)."""
+    if n > 1 and start == 0:
+        return None, True
+    if n > 1:
+        end = start + n
+        q_pos = torch.arange(start, end, device=device)[:, None]
+        return (q_pos >= torch.arange(end, device=device)[None, :]).view(1, 1, n, end), False
+    return None, False
+
+
+def self_attention(
+    q: torch.Tensor,
+    cache: LeanCache,
+    layer: int,
+    end: int,
+    mask: torch.Tensor | None,
+    causal: bool,
+) -> torch.Tensor:
+    """Queries ``q`` (1, H, n, d; scaled) over ``layer``'s cached keys/values up to ``end``."""
+    return F.scaled_dot_product_attention(
+        q,
+        cache.keys[layer, :, :, :end],
+        cache.values[layer, :, :, :end],
+        attn_mask=mask,
+        dropout_p=0.0,
+        scale=1.0,
+        is_causal=causal,
+    )
+
+
 class _Layer(NamedTuple):
     """One decoder layer's parameters, fetched once (module calls cost more than the math)."""
 
@@ -194,15 +227,7 @@ class LeanDecoder:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=self._embed.device)
         x = F.embedding(ids, self._embed) + self._positions[start:end]
         cross = self._cross(cache, enc)
-        # transformers: no mask for one query; is_causal for a prefill into an empty cache;
-        # otherwise a boolean mask (query i sees cached positions and new positions <= i)
-        mask: torch.Tensor | None = None
-        causal = False
-        if n > 1 and start == 0:
-            causal = True
-        elif n > 1:
-            q_pos = torch.arange(start, end, device=x.device)[:, None]
-            mask = (q_pos >= torch.arange(end, device=x.device)[None, :]).view(1, 1, n, end)
+        mask, causal = self_mask(start, n, x.device)
         shape = (1, n, self.heads, self.head_dim)
         keys, values = cache.keys, cache.values
         linear, layer_norm, sdpa = F.linear, F.layer_norm, F.scaled_dot_product_attention
@@ -211,15 +236,7 @@ class LeanDecoder:
             q = (linear(h, *p.q) * p.scaling).view(shape).transpose(1, 2).contiguous()
             keys[i, :, :, start:end] = linear(h, *p.k).view(shape).transpose(1, 2)
             values[i, :, :, start:end] = linear(h, *p.v).view(shape).transpose(1, 2)
-            o = sdpa(
-                q,
-                keys[i, :, :, :end],
-                values[i, :, :, :end],
-                attn_mask=mask,
-                dropout_p=0.0,
-                scale=1.0,
-                is_causal=causal,
-            )
+            o = self_attention(q, cache, i, end, mask, causal)
             x = x + linear(o.transpose(1, 2).reshape(1, n, -1), *p.o)
 
             h = layer_norm(x, *p.ln2)

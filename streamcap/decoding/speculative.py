@@ -4,8 +4,9 @@ We own the decoder loop (no ``generate``): it saves generate's per-token overhea
 forward passes, and lets every drafter share the same verify step. The output is token for
 token what the main model's own greedy ``generate`` returns with the same prefix, suppress
 rules and stop rules (see ``reference.py`` and the tests). The pieces it drives have their own
-modules: ``spec`` (token ids, the forced prefix), ``step`` (a forward pass and the exact greedy
-choice), ``language`` (detection); features and the encoder are ``frontend``'s.
+modules: ``row`` (one decode's state and rules: drafts, accept, stop rules, K, the result; the
+batched loop shares it), ``spec`` (token ids, the forced prefix), ``step`` (a forward pass and
+the exact greedy choice), ``language`` (detection); features and the encoder are ``frontend``'s.
 
 The tokens never depend on the vocabulary screen (``step``'s ``screen``); the log-probabilities
 do, within a bound derived in ``screen.py``, which ``decode_bounded`` reports per decode.
@@ -24,10 +25,11 @@ import torch
 from streamcap.decoding.drafters import Drafter, NoDrafter
 from streamcap.decoding.guard import LoopGuard
 from streamcap.decoding.language import detect_language_prob
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.decoding.options import DecodeResult, DecodingOptions
+from streamcap.decoding.row import DecodeRow
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.step import DecoderStep, crop_cache
-from streamcap.decoding.verify import DraftLength, accept, extend
+from streamcap.decoding.verify import DraftLength
 
 _VERIFY_CHUNK = 8  # rows projected onto the vocabulary at a time while verifying
 
@@ -141,46 +143,23 @@ class SpeculativeDecoder:
         bounded: bool,
     ) -> tuple[DecodeResult, LogprobBound | None]:
         t0 = time.perf_counter()
-        drafter = drafter or NoDrafter()
-        guard = guard or LoopGuard(options.max_tokens_per_second, options.min_token_budget)
         step, spec = self.step, self.spec
-        drafted = accepted = forward_passes = 0
-        language_token: int | None = None
-        no_speech = float("nan")
-        language_prob: float | None = None
-        if spec.multilingual:
-            if options.language is None:
-                language_token, language_prob, no_speech = detect_language_prob(step, enc)
-                forward_passes += 1
-            else:
-                language_token = spec.language_id(options.language)
-        prefix = spec.prefix(language_token, options)
-        budget = guard.token_budget(duration_s, spec.max_length - len(prefix))
-        sot_row = prefix.index(spec.sot)
-        drafter.begin(prefix)
-        # a free drafter (the previous hypothesis) may propose all it has at once
-        free = bool(getattr(drafter, "free", False))
-        k = draft_length or DraftLength(
-            k=options.max_draft if free else options.initial_draft, k_max=options.max_draft
-        )
+        row = DecodeRow(spec, enc, options, drafter or NoDrafter(), duration_s, guard, draft_length)
+        if row.detects:
+            row.detected(*detect_language_prob(step, enc))
+        row.begin()
         cache = step.new_cache()
-        generated: list[int] = []
-        pending = list(prefix)  # tokens whose keys/values are not in the cache yet
-        logprob_sum = 0.0
         bound_sum = max_bound = no_speech_bound = 0.0  # bounded only
         used: set[str] = set()
-        stopped_by: str | None = None
-        first = True
-        while stopped_by is None:
-            room = budget - len(generated)
-            want = min(k.next_k(), room)
-            draft = list(drafter.propose(generated, want))[:want] if want > 0 else []
+        while row.open:
+            draft = row.next_draft()
+            pending = row.pending
             hidden = step.forward(pending + draft, cache, enc)
-            forward_passes += 1
             rows = hidden[len(pending) - 1 :]
-            extra = hidden[sot_row] if first and math.isnan(no_speech) else None
+            sot_row = row.sot_row
+            extra = hidden[sot_row] if row.wants_no_speech else None
             logits, predicted, sot_logits, kernels = self._verify_rows(
-                rows, draft, begin=first, extra=extra
+                rows, draft, begin=row.first, extra=extra
             )
             if sot_logits is not None:
                 sot = hidden[sot_row : sot_row + 1]
@@ -188,56 +167,31 @@ class SpeculativeDecoder:
                     lp, b = step.logprobs_bounded(
                         sot, sot_logits[None], [spec.no_speech], kernels[:1]
                     )
-                    no_speech = math.exp(lp[0])
+                    row.no_speech = math.exp(lp[0])
                     # the fp32 probability is within a factor exp(±b) of it, and <= 1
-                    no_speech_bound = min(b[0], no_speech * math.expm1(b[0]))
+                    no_speech_bound = min(b[0], row.no_speech * math.expm1(b[0]))
                 else:
-                    no_speech = math.exp(step.logprobs(sot, sot_logits[None], [spec.no_speech])[0])
-            first = False
+                    lp = step.logprobs(sot, sot_logits[None], [spec.no_speech])
+                    row.no_speech = math.exp(lp[0])
             used.update(kernels)
-            n_ok, gained = accept(draft[: len(predicted) - 1], predicted)
-            drafted += len(draft)
-            accepted += n_ok
-            k.update(len(draft), n_ok)
-            ext = extend(generated, gained, eot=spec.eot, budget=budget, guard=guard)
-            stopped_by = ext.stopped_by
-            if ext.appended:
-                n_new = len(ext.appended)
-                new = list(ext.appended)
+            new = list(row.settle(predicted).appended)
+            if new:
+                n_new = len(new)
                 if bounded:
                     lp, b = step.logprobs_bounded(
                         rows[:n_new], logits[:n_new], new, kernels[:n_new]
                     )
-                    logprob_sum += sum(lp)
+                    row.add_logprobs(lp)
                     bound_sum += sum(b)
                     max_bound = max(max_bound, *b)
                 else:
-                    logprob_sum += sum(step.logprobs(rows[:n_new], logits[:n_new], new))
-            if stopped_by is None:
-                # keep the cache for pending + accepted drafts; the bonus token is next input
-                keep = cache.get_seq_length() - (len(draft) - n_ok)
-                crop_cache(cache, keep)
-                pending = [gained[-1]]
-        stats = DecodeStats(
-            drafted=drafted,
-            accepted=accepted,
-            forward_passes=forward_passes,
-            decoder_s=time.perf_counter() - t0,
-            tokens=len(generated),
-        )
-        text = spec.tokenizer.decode(generated, skip_special_tokens=True)
+                    row.add_logprobs(step.logprobs(rows[:n_new], logits[:n_new], new))
+            if row.open:
+                crop_cache(cache, cache.get_seq_length() - row.rejected)
+        result = row.result(time.perf_counter() - t0)
         bound = None
         if bounded:
-            avg = bound_sum / len(generated) if generated else 0.0
+            n = len(result.tokens)
+            avg = bound_sum / n if n else 0.0
             bound = LogprobBound(avg, no_speech_bound, max_bound, frozenset(used))
-        result = DecodeResult(
-            tokens=tuple(generated),
-            text=text,
-            language=spec.language_of(language_token) if language_token is not None else None,
-            no_speech_prob=no_speech,
-            avg_logprob=logprob_sum / len(generated) if generated else None,
-            stopped_by=stopped_by,
-            stats=stats,
-            language_prob=language_prob,
-        )
         return result, bound

@@ -19,14 +19,17 @@ Partials carry no speaker (""): labels are decided on finals only, from all of t
 a guess on a partial could only change under the viewer's eyes. Empty finals (they clear a
 partial) pass through unlabelled.
 
-Cost: the embedding runs here, under the stream's lock, on the thread that delivers the final
-(the worker's), before the final is delivered; `LabelRecord.embed_ms` records it per final. On
-a `SimulatedClock` it is charged to the clock (`clock.measure()`), as if the one processor did
-it between decodes. Measured with scripts/eval_meeting.py (base model, simulated clock, the
-2-core CPU of the dev machine): 54 ms per final on lf3 (p95 110 ms, 17 ms per second of final
-audio; 85 finals of 0.6-8 s), 55 ms on lf2 (p95 93 ms); linear in a final's length (a 29.5 s
-window's final would take about 0.5 s). Under a second job on the same two cores it doubled
-(103 / 115 ms).
+Cost: the embedding runs here, under the stream's lock, before the final is delivered, on the
+thread that delivers decode results (the worker's), never on the thread that feeds the stream
+(the server's event loop): a final that thread makes (an early final already decoded when the
+pause is confirmed, or at the stream's end) waits for the stream's stage thread
+(`runtime.stream`). `LabelRecord.embed_ms` records it per final. On a `SimulatedClock` (the
+worker stepped by the replaying thread, which runs everything) it is charged to the clock
+(`clock.measure()`), as if the one processor did it between decodes. Measured with
+scripts/eval_meeting.py (base model, simulated clock, the 2-core CPU of the dev machine):
+54 ms per final on lf3 (p95 110 ms, 17 ms per second of final audio; 85 finals of 0.6-8 s),
+55 ms on lf2 (p95 93 ms); linear in a final's length (a 29.5 s window's final would take about
+0.5 s). Under a second job on the same two cores it doubled (103 / 115 ms).
 
 Audio: a final's audio must still be in the buffer when its decode comes back; one that
 is not (the worker more than `buffer_s` behind) gets the previous final's label.

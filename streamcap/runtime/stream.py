@@ -14,10 +14,16 @@ every stream and viewer. So `feed` and `finish` only put their input in the stre
 process the inbox if the stream's lock is free at that moment; if the worker holds it, the
 worker processes the inbox before it lets go (whoever holds the lock drains the inbox: nothing
 is lost or reordered). The worker thread may wait for the lock: the feeding thread holds it only
-for segmenter and policy code, never for a decode. `on_caption` runs on whichever of the two
-threads processed the event, with the lock held: it must be quick, thread-safe and must not call
-back into the stream from another thread and wait for it (the server's posts the event to its
-loop with `call_soon_threadsafe`).
+for segmenter and policy code, never for a decode. `on_caption` runs on whichever thread
+processed the event, with the lock held: it must be quick, thread-safe and must not call back
+into the stream from another thread and wait for it (the server's posts the event to its loop
+with `call_soon_threadsafe`).
+
+A `CaptionStage` may be slow (the speaker labeller embeds a final's audio), so it runs only on
+the thread that delivers decode results (the worker's), never on the feeding thread: captions
+the feeding thread makes (a final whose early decode was already back when the pause is
+confirmed, or at the end of the stream) wait, in order, for the stage's own thread
+(`_stage_executor`), and every caption after them waits behind them.
 
 `replay` feeds a whole file through a stream at the pace of a clock, with the one pacer
 (`clock.paced_chunks`): on a real clock it sleeps and the worker's thread runs; on the
@@ -32,6 +38,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -92,6 +99,19 @@ def finals_dropped() -> dict[str, int]:
         return dict(_DROPS_TOTAL)
 
 
+_STAGE_EXECUTOR: ThreadPoolExecutor | None = None
+_STAGE_EXECUTOR_LOCK = threading.Lock()
+
+
+def _stage_executor() -> ThreadPoolExecutor:
+    """The process's one thread for caption stages the feeding thread may not run."""
+    global _STAGE_EXECUTOR
+    with _STAGE_EXECUTOR_LOCK:
+        if _STAGE_EXECUTOR is None:
+            _STAGE_EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix="caption-stage")
+        return _STAGE_EXECUTOR
+
+
 #: An inbox item: audio to feed, or None for the end of the stream.
 _Input = np.ndarray | None
 
@@ -102,7 +122,8 @@ class CaptionStage(Protocol):
     It sees the stream's audio in order (`feed`, 16 kHz mono from stream time 0) and every
     caption event in order (`process`), and answers with the events to deliver instead: the
     same, relabelled, or a final split in two (it then renumbers later segments itself). Both
-    run with the stream's lock held, on the thread that processes the input or the result.
+    run with the stream's lock held: `feed` on the thread that processes the input, `process`
+    never on the feeding thread (module docstring), so it may take its time.
     """
 
     def feed(self, samples: np.ndarray) -> None: ...
@@ -208,6 +229,8 @@ class LiveStream:
         self._lock = threading.RLock()
         self._idle = threading.Condition(self._lock)
         self._inbox: deque[_Input] = deque()
+        self._held: list[CaptionEvent] = []  # captions waiting for the stage's thread
+        self._stage_thread: int | None = None  # the thread that may run the stage now
         self._outstanding = 0
         self._t0: float | None = None
         self._input_closed = False
@@ -247,7 +270,9 @@ class LiveStream:
             self.worker.run_pending()
         self._drain()
         with self._idle:
-            return self._idle.wait_for(lambda: self._outstanding == 0 and not self._inbox, timeout)
+            return self._idle.wait_for(
+                lambda: self._outstanding == 0 and not self._inbox and not self._held, timeout
+            )
 
     @property
     def finished(self) -> bool:
@@ -338,8 +363,21 @@ class LiveStream:
     def _apply(self, step: Step) -> None:
         """Deliver captions (in order), then submit requests (caller holds the lock)."""
         self._log_drops()
-        captions = step.captions
+        self._deliver(step.captions)
+        for req in step.requests:
+            self._outstanding += 1
+            self.worker.submit(self._job(req))
+
+    def _deliver(self, captions: list[CaptionEvent]) -> None:
+        """Captions through the stage to ``on_caption``, in order (caller holds the lock); on
+        a thread that may not run the stage, held for the stage's thread."""
         if self.stage is not None:
+            if self._stage_thread != threading.get_ident() and self.worker.threaded:
+                if captions and not self._held:
+                    _stage_executor().submit(self._deliver_held)
+                self._held += captions
+                return
+            captions, self._held = self._held + captions, []
             staged: list[CaptionEvent] = []
             for cap in captions:
                 try:
@@ -354,9 +392,17 @@ class LiveStream:
                     self.on_caption(cap)
                 except Exception:  # a viewer's bug must not lose the stream's state
                     log.exception("on_caption of stream %r failed", self.stream_id)
-        for req in step.requests:
-            self._outstanding += 1
-            self.worker.submit(self._job(req))
+
+    def _deliver_held(self) -> None:
+        """On the stage's thread: deliver the held captions, then as `_on_done` does."""
+        with self._lock:
+            self._stage_thread = threading.get_ident()
+            try:
+                self._deliver([])
+                self._drain_locked()  # input that came while we held the lock (notifies idle)
+            finally:
+                self._stage_thread = None
+        self._drain()
 
     def _log_drops(self) -> None:
         for d in self._policy.take_drops():
@@ -427,8 +473,12 @@ class LiveStream:
             if self.decode_observer is not None and not outcome.dropped:
                 self.decode_observer(job, outcome)
             result = self._lock_language(req, outcome.result)
-            self._apply(self._policy.on_result(req, result, self.now()))
-            self._drain_locked()  # input that came while we held the lock (notifies idle)
+            self._stage_thread = threading.get_ident()  # the thread that delivers results
+            try:
+                self._apply(self._policy.on_result(req, result, self.now()))
+                self._drain_locked()  # input that came while we held the lock (notifies idle)
+            finally:
+                self._stage_thread = None
         self._drain()
 
     def _lock_language(
