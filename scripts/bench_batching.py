@@ -23,11 +23,11 @@ from typing import Any
 import soundfile as sf
 import torch
 
+from streamcap.core.decode_types import DecodingOptions
 from streamcap.decoding.batched import MARGIN, BatchedDecoder
 from streamcap.decoding.batched_encode import encode_windows
 from streamcap.decoding.batched_lean import Segment, forward_packed, project
 from streamcap.decoding.drafters import Drafter, HypothesisDrafter, NoDrafter
-from streamcap.decoding.options import DecodingOptions
 from streamcap.runtime.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[1]

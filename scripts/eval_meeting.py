@@ -53,8 +53,8 @@ import eval_stream as es  # noqa: E402 - the sibling script, by path
 from streamcap.audio import load_audio  # noqa: E402
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog  # noqa: E402
 from streamcap.core.constants import SAMPLE_RATE  # noqa: E402
+from streamcap.core.decode_types import WordTiming  # noqa: E402
 from streamcap.core.speakers import SpeakerConfig  # noqa: E402
-from streamcap.decoding.options import WordTiming  # noqa: E402
 from streamcap.runtime.labeller import PAD_S, FileLabeller, SpeakerLabeller  # noqa: E402
 from streamcap.runtime.stream import LiveConfig  # noqa: E402
 

@@ -41,9 +41,9 @@ import numpy as np
 
 from streamcap.audio import load_audio
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.decode_types import DecodeResult, WordTiming
 from streamcap.core.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
 from streamcap.core.segmenter import Segmenter, SegmenterConfig
-from streamcap.decoding.options import DecodeResult, WordTiming
 
 SR = SAMPLE_RATE
 Call = tuple[str, tuple[Any, ...], Any]

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Caption": "streamcap.core.captions",
     "CaptionEvent": "streamcap.core.captions",
-    "DecodingOptions": "streamcap.decoding.options",
+    "DecodingOptions": "streamcap.core.decode_types",
     "Engine": "streamcap.runtime.engine",
     "InferenceWorker": "streamcap.runtime.worker",
     "LiveConfig": "streamcap.runtime.stream",
@@ -38,7 +38,7 @@ __all__ = ["__version__", *sorted(_EXPORTS)]
 if TYPE_CHECKING:  # what the names are, for type checkers; imported lazily at run time
     from streamcap.core.captions import Caption as Caption
     from streamcap.core.captions import CaptionEvent as CaptionEvent
-    from streamcap.decoding.options import DecodingOptions as DecodingOptions
+    from streamcap.core.decode_types import DecodingOptions as DecodingOptions
     from streamcap.runtime.engine import Engine as Engine
     from streamcap.runtime.stream import LiveConfig as LiveConfig
     from streamcap.runtime.stream import LiveStream as LiveStream

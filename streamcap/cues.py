@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from streamcap.core.decode_types import WordTiming
 from streamcap.core.text import ends_sentence
-from streamcap.decoding.options import WordTiming
 
 #: Common subtitle guidance: ~42 characters per line, at most 2 lines on screen.
 LINE_WIDTH = 42

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.decoding.alignment import Aligner, alignment_heads, dtw, median_filter
-from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.reference import reference_decode
 from streamcap.decoding.step import DecoderStep
 

@@ -371,7 +371,7 @@ def test_a_finals_words_go_on_the_wire_and_come_back() -> None:
     from dataclasses import replace
 
     from streamcap.core.captions import CaptionEvent
-    from streamcap.decoding.options import WordTiming
+    from streamcap.core.decode_types import WordTiming
 
     words = (WordTiming("hello", 0.5, 0.81234, 0.9), WordTiming("world", 0.9, 1.25, 0.87654))
     c = replace(cap(start=0.5, end=1.25), words=words)
@@ -425,7 +425,7 @@ def test_who_spoke_goes_into_every_format() -> None:
 
 def timed(text: str, spans: list[tuple[float, float]], start: float, end: float) -> Caption:
     """A final whose words (Whisper's leading space kept) are said over `spans`."""
-    from streamcap.decoding.options import WordTiming
+    from streamcap.core.decode_types import WordTiming
 
     words = tuple(
         WordTiming(f" {w}", a, b, 0.9) for w, (a, b) in zip(text.split(), spans, strict=True)

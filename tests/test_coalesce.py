@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from streamcap.core.constants import SAMPLE_RATE as SR
-from streamcap.decoding.options import DecodeResult, DecodeStats, WordTiming
+from streamcap.core.decode_types import DecodeResult, DecodeStats, WordTiming
 from streamcap.runtime.coalesce import GAP_S, MAX_COALESCED_S, coalesce_finals, split_result
 from streamcap.runtime.job_queue import JobQueue
 from streamcap.runtime.jobs import DecodeJob, JobOutcome, parts_of

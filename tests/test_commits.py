@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from streamcap.core.cuts import cut_after
+from streamcap.core.decode_types import DecodingOptions
 from streamcap.core.text import norm_text
-from streamcap.decoding.options import DecodingOptions
 
 SR = 16000
 EN = DecodingOptions(language="en")

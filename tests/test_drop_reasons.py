@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from streamcap.core.decode_types import DecodeResult
 from streamcap.core.text import (
     DROP_REASONS,
     GuardConfig,
@@ -17,7 +18,6 @@ from streamcap.core.text import (
     is_hallucination,
     result_words,
 )
-from streamcap.decoding.options import DecodeResult
 
 DATA = Path(__file__).parent / "data"
 GUARD = GuardConfig()

@@ -39,7 +39,7 @@ def test_import_streamcap_is_light() -> None:
 def test_core_and_decoding_options_stay_light() -> None:
     code = (
         "import sys; import streamcap.core.policy, streamcap.core.segmenter, "
-        "streamcap.core.text, streamcap.core.captions, streamcap.decoding.options, "
+        "streamcap.core.text, streamcap.core.captions, streamcap.core.decode_types, "
         "streamcap.decoding.spec; "
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     )

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.decode_types import DecodeResult, WordTiming
 from streamcap.core.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
 from streamcap.core.segmenter import SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import align_prefix, is_hallucination, norm_text, trim_loop, trim_restart
-from streamcap.decoding.options import DecodeResult, WordTiming
 
 SR = 16000
 CHUNK = 0.1

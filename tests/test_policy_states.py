@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from streamcap.core.decode_types import DecodeResult, WordTiming
 from streamcap.core.policy import CaptionPolicy, PolicyConfig
 from streamcap.core.policy_states import (
     PARTIAL_TRANSITIONS,
@@ -34,7 +35,6 @@ from streamcap.core.policy_states import (
     window_machine,
 )
 from streamcap.core.segmenter import SpeechAudio, SpeechEnd, SpeechStart
-from streamcap.decoding.options import DecodeResult, WordTiming
 
 SR = 16000
 W, WE = WindowState, WindowEvent

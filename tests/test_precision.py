@@ -248,8 +248,8 @@ def test_bf16_speculative_is_token_identical_to_its_own_generate(
     with no draft and with the exact answer as the draft) equals ``generate`` on the same
     bf16-encoded window; the screen's log-probabilities lie within its derived bound of the
     fp32 projection's."""
+    from streamcap.core.decode_types import DecodingOptions
     from streamcap.decoding.drafters import HypothesisDrafter, NoDrafter
-    from streamcap.decoding.options import DecodingOptions
     from streamcap.decoding.reference import reference_decode
 
     e = bf16_engine

@@ -134,7 +134,7 @@ def test_int8_speculative_is_token_identical_to_its_own_generate(int8_engine, sp
     equals ``generate`` on the same int8-encoded window, on the full 30 s input."""
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
-    from streamcap.decoding.options import DecodingOptions
+    from streamcap.core.decode_types import DecodingOptions
     from streamcap.decoding.reference import reference_decode
 
     e = int8_engine

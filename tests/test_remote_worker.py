@@ -21,7 +21,7 @@ import pytest
 from streamcap.cluster.remote import RemoteConfig, RemoteUnavailable, RemoteWorker
 from streamcap.cluster.transport import Lost, OnEvent, Replied, Routed, Status
 from streamcap.cluster.wire import ReplicaInfo, ReplicaReply, ReplicaRequest
-from streamcap.decoding.options import DecodeResult, DecodingOptions
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 
 SR = 16000

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from streamcap.core.captions import CaptionEvent, CaptionLog
+from streamcap.core.decode_types import WordTiming
 from streamcap.core.speakers import (
     Decision,
     SpeakerConfig,
@@ -27,7 +28,6 @@ from streamcap.core.speakers import (
     mean_embedding,
     unit,
 )
-from streamcap.decoding.options import WordTiming
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

@@ -12,8 +12,8 @@ import pytest
 
 from streamcap.audio import load_audio
 from streamcap.core.captions import CaptionEvent
+from streamcap.core.decode_types import DecodeResult
 from streamcap.core.policy_window import DecodeRequest
-from streamcap.decoding.options import DecodeResult
 from streamcap.runtime.clock import SimulatedClock
 from streamcap.runtime.stream import (
     AUTO_EACH,

@@ -66,7 +66,7 @@ def test_transcribe_labels_each_voice_of_a_file(speech, tmp_path: Path) -> None:
 
 def test_split_pieces_join_words_as_each_path_spells_them() -> None:
     """Offline words are Whisper's tokens (" Today"), live ones bare ("Today")."""
-    from streamcap.decoding.options import WordTiming
+    from streamcap.core.decode_types import WordTiming
     from streamcap.runtime.labeller import join_words
 
     spaced = (WordTiming(" Today", 0.0, 0.4, 0.9), WordTiming(" we", 0.5, 0.7, 0.9))

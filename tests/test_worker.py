@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from streamcap.audio import load_audio
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.runtime.clock import SimulatedClock
 from streamcap.runtime.engine import Encoded
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, encode_window

@@ -16,7 +16,7 @@ from serverkit import PUB, VIEW, Collector, FakeWorker, http_get, padded, recall
 from tiny_worker import TinyWorker
 
 from streamcap.core.capacity import CapacityConfig
-from streamcap.decoding.options import DecodingOptions
+from streamcap.core.decode_types import DecodingOptions
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 from streamcap.runtime.worker_api import Worker
 from streamcap.server.config import ServerConfig

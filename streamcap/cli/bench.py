@@ -211,8 +211,8 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
     import torch
 
     from streamcap.audio.file import load_audio
+    from streamcap.core.decode_types import DecodingOptions
     from streamcap.decoding.guard import LoopGuard
-    from streamcap.decoding.options import DecodingOptions
     from streamcap.decoding.reference import reference_decode
 
     base = Path(args.manifest).parent

@@ -15,8 +15,8 @@ from streamcap.cli.languages import resolve_language
 from streamcap.errors import UserError
 
 if TYPE_CHECKING:
+    from streamcap.core.decode_types import DecodingOptions
     from streamcap.core.text import GuardConfig
-    from streamcap.decoding.options import DecodingOptions
     from streamcap.runtime.engine import Engine
     from streamcap.runtime.stream import LiveConfig
 

@@ -38,7 +38,7 @@ def ready_engine(args: argparse.Namespace, config: LiveConfig) -> Engine:
     import numpy as np
 
     from streamcap.core.constants import SAMPLE_RATE
-    from streamcap.decoding.options import DecodingOptions
+    from streamcap.core.decode_types import DecodingOptions
     from streamcap.runtime.worker import encode_window
 
     engine = load_engine(args)

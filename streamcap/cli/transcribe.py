@@ -48,7 +48,7 @@ from streamcap.formats import FORMATS, Decoded, format_of
 
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption
-    from streamcap.decoding.options import DecodeResult
+    from streamcap.core.decode_types import DecodeResult
     from streamcap.runtime.engine import Engine
     from streamcap.runtime.transcribe import TranscribeOptions
 

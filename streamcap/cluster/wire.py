@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from streamcap.core.constants import WINDOW_S
-from streamcap.decoding.options import DecodeResult, DecodingOptions
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.runtime.jobs import DecodeJob, JobKind, JobOutcome
 
 #: Bumped whenever a field below changes: a gateway and its replicas must agree.

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from streamcap.decoding.options import WordTiming
+from streamcap.core.decode_types import WordTiming
 
 CaptionType = Literal["partial", "final"]
 CAPTION_TYPES: tuple[str, ...] = ("partial", "final")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from streamcap.core.decode_types import DecodeResult, WordTiming
 from streamcap.core.text import norm_word
-from streamcap.decoding.options import DecodeResult, WordTiming
 
 
 def timings_for(result: DecodeResult, words: list[str]) -> list[WordTiming] | None:

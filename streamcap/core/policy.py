@@ -44,6 +44,7 @@ decides when; what a partial or a final says is `policy_text.CaptionText`'s.
 from __future__ import annotations
 
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.decode_types import DecodeResult
 from streamcap.core.policy_config import (
     PARTIAL_CONTEXT_MARGIN_S,
     PARTIAL_CONTEXT_MIN_S,
@@ -69,7 +70,6 @@ from streamcap.core.policy_window import (
     Window,
 )
 from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
-from streamcap.decoding.options import DecodeResult
 
 __all__ = [
     "NOT_DECODED",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.cuts import cut_after, timings_for
+from streamcap.core.decode_types import DecodeResult, WordTiming
 from streamcap.core.display import keep_form
 from streamcap.core.policy_config import PolicyConfig
 from streamcap.core.policy_window import NOT_DECODED, DecodeRequest, DroppedFinal, Step, Window
@@ -22,7 +23,6 @@ from streamcap.core.text import (
     ends_sentence,
     result_words,
 )
-from streamcap.decoding.options import DecodeResult, WordTiming
 
 __all__ = ["CaptionText", "tail_words"]
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.decode_types import DecodeResult
 from streamcap.core.policy_config import RequestKind
 from streamcap.core.policy_states import (
     PartialEvent,
@@ -26,7 +27,6 @@ from streamcap.core.policy_states import (
     partial_machine,
     window_machine,
 )
-from streamcap.decoding.options import DecodeResult
 
 __all__ = ["NOT_DECODED", "DecodeInputs", "DecodeRequest", "DroppedFinal", "Step", "Window"]
 

@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from streamcap.decoding.options import WordTiming
+from streamcap.core.decode_types import WordTiming
 
 Vector = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streamcap.decoding.options import DecodeResult
+from streamcap.core.decode_types import DecodeResult
 
 SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
 

@@ -1,6 +1,7 @@
 """Exact speculative greedy decoding for Whisper.
 
-One job per module: ``options`` (frozen options, results, stats), ``spec`` (a model's token
+One job per module (the frozen options, results and stats it shares with the pure caption
+policy are ``streamcap.core.decode_types``, re-exported here): ``spec`` (a model's token
 ids and forced prefix), ``frontend`` (log-mel + encoder), ``step`` (one decoder forward and the
 exact greedy choice, over ``lean`` and ``screen``), ``language`` (detection), ``row`` (one
 decode's state and rules, which every loop runs), ``speculative`` (the batch-1 loop),
@@ -8,7 +9,7 @@ decode's state and rules, which every loop runs), ``speculative`` (the batch-1 l
 and ``assistant`` (where drafts come from), ``reference`` (transformers' ``generate`` under the
 same rules), ``alignment`` (word times of a decode from the cross-attention, one more pass).
 
-Names are imported lazily: ``options``, ``spec`` and ``verify`` are pure and light, while the
+Names are imported lazily: the types, ``spec`` and ``verify`` are pure and light, while the
 decoder pulls in torch, which command-line start-up should not pay for until it decodes.
 """
 
@@ -18,10 +19,10 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "DecodeResult": "options",
-    "DecodeStats": "options",
+    "DecodeResult": "streamcap.core.decode_types",
+    "DecodeStats": "streamcap.core.decode_types",
     "DecodingError": "spec",
-    "DecodingOptions": "options",
+    "DecodingOptions": "streamcap.core.decode_types",
     "DecoderStep": "step",
     "Drafter": "drafters",
     "HypothesisDrafter": "drafters",
@@ -31,7 +32,7 @@ _EXPORTS = {
     "SpeculativeDecoder": "speculative",
     "WhisperFrontEnd": "frontend",
     "WhisperSpec": "spec",
-    "WordTiming": "options",
+    "WordTiming": "streamcap.core.decode_types",
     "detect_language": "language",
 }
 
@@ -41,4 +42,6 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    where = _EXPORTS[name]
+    module = where if where.startswith("streamcap.") else f"{__name__}.{where}"
+    return getattr(importlib.import_module(module), name)

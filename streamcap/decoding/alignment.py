@@ -42,8 +42,8 @@ import torch
 from torch.nn import functional as F
 
 from streamcap.core.constants import ENCODER_POSITIONS_PER_S
+from streamcap.core.decode_types import WordTiming
 from streamcap.decoding.lean import CrossCapture, LeanDecoder, supports
-from streamcap.decoding.options import WordTiming
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.step import DecoderStep
 

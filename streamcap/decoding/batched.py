@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.decoding.batched_lean import Segment, forward_packed, project, twin_cache
 from streamcap.decoding.drafters import Drafter, NoDrafter
 from streamcap.decoding.guard import LoopGuard
 from streamcap.decoding.language import detect_language_prob
 from streamcap.decoding.lean import LeanCache, LeanDecoder
-from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.row import DecodeRow
 from streamcap.decoding.speculative import SpeculativeDecoder
 from streamcap.decoding.verify import DraftLength

@@ -14,9 +14,9 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.modeling_outputs import BaseModelOutput
 
+from streamcap.core.decode_types import DecodeStats, DecodingOptions
 from streamcap.decoding.guard import LoopGuard
 from streamcap.decoding.language import detect_language
-from streamcap.decoding.options import DecodeStats, DecodingOptions
 from streamcap.decoding.speculative import SpeculativeDecoder
 
 

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import torch
 
+from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.decoding.drafters import Drafter
 from streamcap.decoding.guard import LoopGuard
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.verify import DraftLength, Extension, accept, extend
 

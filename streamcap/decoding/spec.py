@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from streamcap.decoding.options import DecodingOptions
+from streamcap.core.decode_types import DecodingOptions
 
 MAX_PROMPT_TOKENS = 223  # Whisper keeps at most half the 448-token context for the prompt
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.decoding.drafters import Drafter, NoDrafter
 from streamcap.decoding.guard import LoopGuard
 from streamcap.decoding.language import detect_language_prob
-from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.row import DecodeRow
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.step import DecoderStep, crop_cache

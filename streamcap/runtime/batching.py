@@ -26,9 +26,9 @@ from dataclasses import replace
 import numpy as np
 
 from streamcap.core.constants import ENCODER_POSITIONS, ENCODER_POSITIONS_PER_S
+from streamcap.core.decode_types import DecodingOptions
 from streamcap.decoding.batched import BatchedDecoder
 from streamcap.decoding.batched_encode import context_positions, encode_windows
-from streamcap.decoding.options import DecodingOptions
 from streamcap.runtime.coalesce import complete_parts
 from streamcap.runtime.costs import CostModel
 from streamcap.runtime.engine import Encoded, Engine, with_words

@@ -41,7 +41,7 @@ from functools import partial
 import numpy as np
 
 from streamcap.core.constants import SAMPLE_RATE
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions, WordTiming
+from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions, WordTiming
 from streamcap.runtime.engine import Engine, with_words
 from streamcap.runtime.jobs import Coalesced, DecodeJob, JobOutcome, Part, parts_of
 

@@ -21,12 +21,12 @@ from streamcap.core.constants import (
     SAMPLE_RATE,
     WINDOW_S,
 )
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.decoding.alignment import Aligner
 from streamcap.decoding.assistant import AssistantDecoder, same_encoder, same_tokenizer
 from streamcap.decoding.batched_encode import context_positions
 from streamcap.decoding.drafters import Drafter, HypothesisDrafter, ModelDrafter, NoDrafter
 from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
-from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.speculative import SpeculativeDecoder
 from streamcap.decoding.step import DecoderStep

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from streamcap.core.constants import SAMPLE_RATE, WINDOW_S
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.runtime.clock import Clock
 
 JobKind = Literal["partial", "final"]

@@ -51,6 +51,7 @@ import numpy as np
 
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.decode_types import WordTiming
 from streamcap.core.speakers import (
     ChangePoint,
     Decision,
@@ -60,7 +61,6 @@ from streamcap.core.speakers import (
     label_name,
     mean_embedding,
 )
-from streamcap.decoding.options import WordTiming
 
 if TYPE_CHECKING:
     from streamcap.runtime.clock import Clock

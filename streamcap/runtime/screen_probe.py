@@ -43,7 +43,7 @@ def decoder_rows(step: DecoderStep, enc: torch.Tensor) -> torch.Tensor:
 
 
 def _options() -> Any:
-    from streamcap.decoding.options import DecodingOptions
+    from streamcap.core.decode_types import DecodingOptions
 
     return DecodingOptions()
 

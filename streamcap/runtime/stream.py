@@ -46,6 +46,7 @@ import numpy as np
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.core.policy import (
     PARTIAL_CONTEXT_MARGIN_S,
     PARTIAL_CONTEXT_MIN_S,
@@ -57,7 +58,6 @@ from streamcap.core.policy import (
 from streamcap.core.prompting import join_prompt_ids
 from streamcap.core.segmenter import Segmenter, SegmenterConfig
 from streamcap.core.text import describe_drop
-from streamcap.decoding.options import DecodeResult, DecodingOptions
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.clock import Clock, RealClock, SimulatedClock, paced_chunks
 from streamcap.runtime.coalesce import coalesce_finals

@@ -23,6 +23,7 @@ from streamcap.audio import iter_audio_chunks
 from streamcap.audio.silero import make_vad
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.core.prompting import join_prompt_ids
 from streamcap.core.segmenter import (
     Event,
@@ -33,7 +34,6 @@ from streamcap.core.segmenter import (
     collect_utterances,
 )
 from streamcap.core.text import GuardConfig, describe_drop, drop_reason
-from streamcap.decoding.options import DecodeResult, DecodeStats, DecodingOptions
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.engine import Engine, with_words
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from streamcap.core.capacity import CapacityConfig
 from streamcap.core.constants import ENCODER_POSITIONS_PER_S, SAMPLE_RATE
-from streamcap.decoding.options import DecodeResult, DecodingOptions
+from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.runtime.batching import BatchRunner, can_batch
 from streamcap.runtime.clock import Measurement
 from streamcap.runtime.coalesce import complete_parts, tell_part

@@ -1,6 +1,9 @@
-"""Decoding options and results as frozen dataclasses (in the style of openai/whisper).
+"""A decode's options and results as frozen dataclasses (in the style of openai/whisper).
 
-Pure and light (no torch): the caption policy in ``streamcap.core`` reads these types.
+Pure and light (no torch). They live in `core` because both sides use them: the caption policy
+reads results (text, tokens, word times, log-probabilities) and the decoder
+(`streamcap.decoding`, which re-exports them) writes them; in `decoding` they tied the pure
+core to the decoder's folder.
 """
 
 from __future__ import annotations
