@@ -7,7 +7,7 @@
 R.json holds ``segments: [{start, end, text}]`` (seconds). Without ``--reference`` the audio is
 taken to hold no speech at all (a silence / noise clip: every captioned word is a hallucination).
 The file goes through exactly the live pipeline (`LiveStream` on an `InferenceWorker`), paced at
-real time or on the computation-aware simulated clock. Measurement definitions: DESIGN.md.
+real time or on the computation-aware simulated clock. Definitions: docs/design.md, "Measurement".
 
 - final_latency_*: per reference segment, the time its last word first appears in final text
   (or the caption word aligned to it; otherwise the latest final word aligned to the segment;

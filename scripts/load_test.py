@@ -8,7 +8,7 @@ into a temporary folder. Each publisher replays the long-form meeting recording 
 shared eval-dev file, with its reference segments; otherwise the clips of tests/data with
 pauses between them) from its own offset, looping, for `--seconds`. Reports, as JSON:
 
-- final latency per stream and overall, p50/p95 (DESIGN.md: for each reference segment, the
+- final latency per stream and overall, p50/p95 (docs/design.md: for each reference segment, the
   wall time its last word first arrives in a final at the first viewer, minus the time that
   segment's end was sent; the caption word aligned to it by jiwer after Whisper's English
   normaliser, or the segment's last aligned word; segments with no aligned word are `missed`);

@@ -1,7 +1,7 @@
 """Caption events and the one sequencer (`CaptionLog`); the file formats are `streamcap.formats`.
 
-A `Caption` is exactly one event of the wire protocol (DESIGN.md, "Captions and the wire
-protocol"); `CaptionLog` numbers events and keeps what a reconnecting viewer needs to rebuild
+A `Caption` is exactly one event of the wire protocol (docs/design.md, "The protocol's
+shape"); `CaptionLog` numbers events and keeps what a reconnecting viewer needs to rebuild
 its screen.
 """
 

@@ -81,7 +81,8 @@ class WordTiming:
         return WordTiming(self.word, self.start + seconds, self.end + seconds, self.probability)
 
     def as_dict(self) -> dict[str, str | float]:
-        """The wire form (DESIGN.md: ``{word, start, end, probability}``), seconds to the ms."""
+        """The wire form (docs/design.md, "The protocol's shape": ``{word, start, end,
+        probability}``), seconds to the ms."""
         return {
             "word": self.word,
             "start": round(self.start, 3),

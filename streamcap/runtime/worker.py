@@ -1,7 +1,7 @@
 """The inference worker: one thread owns the engine and serves decode jobs from many streams.
 
 A `runtime.worker_api.Worker` on the shared scheduler core (`runtime.scheduler`: the queue's
-rules, DESIGN.md and `runtime.job_queue`, shared with the remote backend's gateway; the books,
+rules, docs/design.md and `runtime.job_queue`, shared with the remote backend's gateway; the books,
 admission, the lifecycle): finals before partials, in order, never dropped; at most one partial
 waits per stream (a newer one drops the older, a final drops its stream's older ones); among
 streams the partial waiting longest goes first. This class runs the jobs.

@@ -1,8 +1,8 @@
 """Sans-I/O wire protocol: parse and validate what clients send, build what we answer.
 
 No sockets and no clock here (the caller passes `now`), in the style of the `websockets`
-library's protocol layer, so every rule is tested without a network. See DESIGN.md,
-"Captions and the wire protocol".
+library's protocol layer, so every rule is tested without a network. See docs/design.md,
+"The protocol's shape".
 """
 
 from __future__ import annotations
