@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Does a lossy copy of a recording pause where the recording does? (issue 23: jfk.mp4)
+
+    python scripts/codec_agreement.py [--aac-kbps 128] [FILES...]
+
+The live policy closes a window as soon as the segmenter holds audio back (a pause longer
+than its 210 ms tail): a pause found in one copy and not in the other is a final split in one
+and not the other. For each file (default: every WAV of ../shared/eval-dev) this encodes an
+AAC copy in an MP4 as a phone or camera would (FFmpeg's encoder through PyAV, 44.1 kHz
+stereo), decodes it with streamcap's own reader, runs the segmenter over both in 30 ms pushes,
+and lists the moments where each starts holding audio back. Pauses of the two copies within
+`--tolerance` seconds match; the rest are disagreements. Prints the count per file that
+differs and the total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import av
+import numpy as np
+import soundfile as sf
+
+from streamcap.audio import load_audio
+from streamcap.audio.resample import resample
+from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.segmenter import Segmenter, SpeechAudio
+
+EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval-dev"
+PUSH = 480  # 30 ms, as a live source delivers
+
+
+def aac_copy(audio: np.ndarray, path: Path, kbps: int) -> Path:
+    """``audio`` (16 kHz mono) as AAC in an MP4 at 44.1 kHz stereo."""
+    rate = 44100
+    with av.open(str(path), "w", format="mp4") as out:
+        stream = out.add_stream("aac", rate=rate)
+        stream.layout = "stereo"
+        stream.bit_rate = kbps * 1000
+        x = resample(audio, SAMPLE_RATE, rate)
+        pcm = np.round(np.repeat(x[:, None], 2, axis=1) * 32767).astype(np.int16)
+        frame = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="stereo")
+        frame.sample_rate, frame.pts = rate, 0
+        conv = av.AudioResampler(format=stream.codec_context.format.name, layout="stereo",
+                                 rate=rate)  # fmt: skip
+        for f in conv.resample(frame) + conv.resample(None):
+            out.mux(stream.encode(f))
+        out.mux(stream.encode(None))
+    return path
+
+
+def pause_onsets(audio: np.ndarray) -> list[float]:
+    """Stream seconds at which the segmenter starts holding audio back inside an utterance
+    (what the live policy reads as a pause), from its events alone."""
+    seg = Segmenter()
+    delivered = 0.0
+    holding = False
+    onsets: list[float] = []
+    for i in range(0, len(audio), PUSH):
+        for ev in seg.push(audio[i : i + PUSH]):
+            if isinstance(ev, SpeechAudio):
+                delivered = ev.end
+        held = seg.in_speech and seg.time - delivered > 0.5 * PUSH / SAMPLE_RATE
+        if held and not holding:
+            onsets.append(delivered)
+        holding = held
+    return onsets
+
+
+def unmatched(a: list[float], b: list[float], tolerance: float) -> int:
+    rest = list(b)
+    missing = 0
+    for x in a:
+        k = next((i for i, y in enumerate(rest) if abs(x - y) <= tolerance), None)
+        if k is None:
+            missing += 1
+        else:
+            rest.pop(k)
+    return missing + len(rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("files", nargs="*", type=Path)
+    p.add_argument("--aac-kbps", type=int, default=128)
+    p.add_argument("--tolerance", type=float, default=0.1, help="seconds")
+    args = p.parse_args(argv)
+    files = args.files or sorted((EVAL / "wav").glob("*.wav")) + sorted(
+        (EVAL / "longform").glob("*.wav")
+    )
+    total = differ = pauses = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            audio, rate = sf.read(f, dtype="float32")
+            if audio.ndim > 1:
+                audio = audio.mean(axis=1)
+            if rate != SAMPLE_RATE:
+                audio = resample(audio, rate, SAMPLE_RATE)
+            copy = load_audio(aac_copy(audio, Path(tmp) / f"{f.stem}.mp4", args.aac_kbps))
+            a, b = pause_onsets(audio), pause_onsets(copy)
+            n = unmatched(a, b, args.tolerance)
+            total += n
+            pauses += len(a)
+            if n:
+                differ += 1
+                only_a = [round(x, 2) for x in a if all(abs(x - y) > args.tolerance for y in b)]
+                only_b = [round(y, 2) for y in b if all(abs(x - y) > args.tolerance for x in a)]
+                print(f"{f.stem}: only in the original {only_a}, only in the AAC copy {only_b}")
+    share = total / max(pauses, 1)
+    print(f"{len(files)} files, {pauses} pauses in the originals; {total} unmatched ({share:.1%}),"
+          f" {differ} files differ")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
