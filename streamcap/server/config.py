@@ -23,7 +23,7 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:  # the runtime pulls in torch: typing only
-    from streamcap.runtime.stream import LiveConfig
+    from streamcap.runtime.live_config import LiveConfig
     from streamcap.runtime.worker_api import Worker
 
 
@@ -169,7 +169,8 @@ def live_stream_factory(
     voice encoder for all, loaded at the first such stream) unless their start says "off"; a
     room's named publishers are never (their name says who spoke)."""
     from streamcap.runtime.clock import RealClock
-    from streamcap.runtime.stream import LiveConfig, LiveStream
+    from streamcap.runtime.live_config import LiveConfig
+    from streamcap.runtime.stream import LiveStream
 
     base = base_config if base_config is not None else LiveConfig()
 
@@ -187,7 +188,7 @@ def live_stream_factory(
     def make(
         stream: str, start: StartMessage, on_caption: Callable[[CaptionEvent], None]
     ) -> LiveStreamLike:
-        from streamcap.runtime.stream import split_language
+        from streamcap.runtime.live_config import split_language
 
         language, lock = split_language(start.language or default_language)
         engine = worker.engine

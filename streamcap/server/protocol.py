@@ -271,7 +271,7 @@ def parse_start(text: str) -> StartMessage:
         raise _bad(f"unsupported channels {channels!r}: use 1 (mono) or 2 (stereo, interleaved)")
 
     language = msg.get("language")
-    if language == "auto-each":  # detect in every utterance (`runtime.stream.AUTO_EACH`)
+    if language == "auto-each":  # detect in every utterance (`runtime.live_config.AUTO_EACH`)
         pass
     elif language is not None:
         if not isinstance(language, str) or not _LANGUAGE_RE.fullmatch(language):
