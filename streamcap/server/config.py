@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from streamcap.core.captions import CaptionEvent
 from streamcap.decoding.spec import DecodingError
 
+from .close import CloseCode, ProtocolError
 from .protocol import (
     DEFAULT_BURST_S,
     DEFAULT_FRAME_BURST,
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_FRAME_RATE,
-    CloseCode,
-    ProtocolError,
     StartMessage,
 )
 
