@@ -32,57 +32,45 @@ real time or on the computation-aware simulated clock. Definitions: docs/design.
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import json
 import os
 import sys
 import tempfile
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-import jiwer
 import numpy as np
 import soundfile as sf
+
+# the sibling modules (scripts/); the metrics' names stay importable from here for
+# scripts/eval_meeting.py, scripts/eval_vocabulary.py and scripts/policy_replay.py
+from eval_plot import plot
+from reference_alignment import percentile as percentile
+from stream_metrics import (
+    _wer,
+    evaluate,
+    foreign_script_counts,
+    make_normalizer,
+    short_replies,
+)
 
 from streamcap.audio import load_audio
 from streamcap.core.captions import Caption, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.policy import PolicyConfig
 from streamcap.decoding.reference import reference_decode
+from streamcap.runtime.caption_stage import CaptionStage
 from streamcap.runtime.clock import RealClock, SimulatedClock
 from streamcap.runtime.engine import Engine, options_for
-from streamcap.runtime.stream import (
-    CaptionStage,
-    LiveConfig,
-    LiveStream,
-    replay,
-    split_language,
-)
+from streamcap.runtime.live_config import LiveConfig, split_language
+from streamcap.runtime.replay import replay
+from streamcap.runtime.stream import LiveStream
 from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
 
 SR = SAMPLE_RATE
-GAP_S = 1.0
-
-
-# --------------------------------------------------------------------------- normaliser
-
-
-def make_normalizer() -> tuple[Any, str]:
-    """Whisper's English normaliser with its spelling map when one is installed."""
-    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
-
-    for pkg in ("whisper_normalizer", "whisper"):
-        try:
-            path = importlib.resources.files(pkg) / "normalizers" / "english.json"
-            mapping = json.loads(path.read_text(encoding="utf-8"))
-            return EnglishTextNormalizer(mapping), f"EnglishTextNormalizer ({pkg} english.json)"
-        except (ModuleNotFoundError, FileNotFoundError, OSError):
-            continue
-    return EnglishTextNormalizer({}), "EnglishTextNormalizer (no spelling map installed)"
 
 
 # --------------------------------------------------------------------------- config
@@ -185,21 +173,6 @@ def run_stream(
     }
 
 
-def foreign_script(text: str, script: str = "LATIN") -> bool:
-    """True when ``text`` has a letter outside ``script`` (Unicode names: LATIN, CYRILLIC,
-    HEBREW, THAI, ...): a caption in another language than the speech's."""
-    return any(ch.isalpha() and not unicodedata.name(ch, "").startswith(script) for ch in text)
-
-
-def foreign_script_counts(events: list[Any], script: str = "LATIN") -> dict[str, int]:
-    """Partial and final events whose text has letters outside ``script``."""
-    counts = {"partial": 0, "final": 0}
-    for _, cap in events:
-        if cap.type in counts and foreign_script(cap.text, script):
-            counts[cap.type] += 1
-    return counts
-
-
 def warm_up(engine: Engine, audio: np.ndarray, language: str | None) -> None:
     """First calls allocate and pick kernels: keep that out of the measured stream."""
     from streamcap.runtime.worker import encode_window
@@ -211,215 +184,6 @@ def warm_up(engine: Engine, audio: np.ndarray, language: str | None) -> None:
 
 
 # --------------------------------------------------------------------------- metrics
-
-
-def short_replies(
-    finals: list[dict[str, Any]], segments: list[dict[str, Any]], norm: Any, slack: float = 0.3
-) -> dict[str, Any]:
-    """Reference segments marked ``"short": true`` (a reply of 1-3 words between sentences):
-    how many have all their words in the finals' words timed within the segment (± `slack`
-    seconds), and the ones that do not, with what was heard there."""
-    total = captioned = 0
-    missed = []
-    for seg in segments:
-        if not seg.get("short"):
-            continue
-        total += 1
-        heard = " ".join(
-            w["word"]
-            for c in finals
-            for w in c.get("words") or []
-            if w["end"] > seg["start"] - slack and w["start"] < seg["end"] + slack
-        )
-        got = set(_words(norm, heard))
-        if all(w in got for w in _words(norm, seg["text"])):
-            captioned += 1
-        else:
-            missed.append({"start": seg["start"], "reference": seg["text"], "heard": heard})
-    return {"total": total, "captioned": captioned, "missed": missed}
-
-
-def _words(norm: Any, text: str) -> list[str]:
-    return norm(text).split() if text.strip() else []
-
-
-def align(ref: list[str], hyp: list[str]) -> tuple[dict[int, int], list[int], set[int]]:
-    """(ref index -> hyp index for equal/substituted words, inserted hyp indices, equal refs)."""
-    ref_to_hyp: dict[int, int] = {}
-    inserted: list[int] = []
-    equal: set[int] = set()
-    if not hyp:
-        return ref_to_hyp, inserted, equal
-    if not ref:
-        return ref_to_hyp, list(range(len(hyp))), equal
-    out = jiwer.process_words(" ".join(ref), " ".join(hyp))
-    for chunk in out.alignments[0]:
-        if chunk.type in ("equal", "substitute"):
-            for k in range(chunk.ref_end_idx - chunk.ref_start_idx):
-                ref_to_hyp[chunk.ref_start_idx + k] = chunk.hyp_start_idx + k
-                if chunk.type == "equal":
-                    equal.add(chunk.ref_start_idx + k)
-        elif chunk.type == "insert":
-            inserted.extend(range(chunk.hyp_start_idx, chunk.hyp_end_idx))
-    return ref_to_hyp, inserted, equal
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
-def flicker(events: list[tuple[float, Caption]]) -> tuple[float, int, int]:
-    """(erased chars per 100 final chars, erased, final chars); simultaneous events = 1 update."""
-    finals: dict[int, str] = {}
-    partials: dict[int, str] = {}
-
-    def screen() -> str:
-        parts = {**partials, **finals}
-        return " ".join(t for _, t in sorted(parts.items()) if t)
-
-    erased = 0
-    shown = screen()
-    i = 0
-    while i < len(events):
-        t = events[i][0]
-        while i < len(events) and events[i][0] - t < 1e-3:
-            cap = events[i][1]
-            if cap.type == "final":
-                finals[cap.segment] = cap.text
-                partials.pop(cap.segment, None)
-            else:
-                partials[cap.segment] = cap.text
-            i += 1
-        new = screen()
-        lcp = 0
-        while lcp < min(len(shown), len(new)) and shown[lcp] == new[lcp]:
-            lcp += 1
-        erased += len(shown) - lcp
-        shown = new
-    total = len(" ".join(t for t in finals.values() if t))
-    return (100.0 * erased / total if total else 0.0), erased, total
-
-
-def evaluate(
-    run: dict[str, Any],
-    segments: list[dict[str, Any]],
-    duration: float,
-    norm: Any,
-) -> dict[str, Any]:
-    events: list[tuple[float, Caption]] = run["events"]
-    ref_words: list[str] = []
-    ref_seg: list[int] = []
-    for i, seg in enumerate(segments):
-        w = _words(norm, seg["text"])
-        ref_words += w
-        ref_seg += [i] * len(w)
-    hyp_words: list[str] = []
-    hyp_time: list[float] = []
-    hyp_final: list[int] = []
-    finals = [(t, c) for t, c in events if c.type == "final" and c.text.strip()]
-    for k, (t, cap) in enumerate(finals):
-        w = _words(norm, cap.text)
-        hyp_words += w
-        hyp_time += [t] * len(w)
-        hyp_final += [k] * len(w)
-    ref_to_hyp, inserted, _ = align(ref_words, hyp_words)
-
-    # final latency
-    per_seg: list[dict[str, Any]] = []
-    for i, seg in enumerate(segments):
-        idx = [j for j, s in enumerate(ref_seg) if s == i]
-        row: dict[str, Any] = {"start": seg["start"], "end": seg["end"], "text": seg["text"]}
-        if not idx:
-            row["final_latency"] = None
-        elif idx[-1] in ref_to_hyp:
-            row["final_latency"] = hyp_time[ref_to_hyp[idx[-1]]] - seg["end"]
-        else:
-            aligned = [hyp_time[ref_to_hyp[j]] for j in idx if j in ref_to_hyp]
-            row["final_latency"] = max(aligned) - seg["end"] if aligned else None
-        per_seg.append(row)
-
-    # first event showing a word of each segment: align each event's text to nearby segments
-    first: dict[int, float] = {}
-    shows: list[list[int]] = []  # per event: the segments it shows a word of
-    for t, cap in events:
-        words = _words(norm, cap.text)
-        near = [
-            i
-            for i, s in enumerate(segments)
-            if s["start"] < cap.end + 0.5 and s["end"] > cap.start - 0.5
-        ]
-        cand: list[str] = []
-        cand_seg: list[int] = []
-        for i in near:
-            w = _words(norm, segments[i]["text"])
-            cand += w
-            cand_seg += [i] * len(w)
-        _, _, equal = align(cand, words) if words and cand else ({}, [], set())
-        shown = sorted({cand_seg[j] for j in equal})
-        shows.append(shown)
-        for i in shown:
-            first.setdefault(i, t)
-    for i, row in enumerate(per_seg):
-        row["first_partial_latency"] = first[i] - segments[i]["start"] if i in first else None
-
-    # hallucinations: inserted final words inside long reference gaps
-    gaps: list[tuple[float, float]] = []
-    prev_end = 0.0
-    for seg in segments:
-        if seg["start"] - prev_end > GAP_S:
-            gaps.append((prev_end, seg["start"]))
-        prev_end = max(prev_end, seg["end"])
-    if duration - prev_end > GAP_S:
-        gaps.append((prev_end, duration))
-    gap_min = sum(b - a for a, b in gaps) / 60.0
-    # An inserted final word is a hallucination when its caption's audio lies in a long gap,
-    # or when it stands alone between two segments across a long gap (its own caption).
-    hyp_to_ref = {h: r for r, h in ref_to_hyp.items()}
-    halluc: list[str] = []
-    for h in inserted:
-        cap = finals[hyp_final[h]][1]
-        in_gap = any(a - 0.1 <= cap.start and cap.end <= b + 0.1 for a, b in gaps)
-        before = max((x for x in range(h) if x in hyp_to_ref), default=None)
-        after = min((x for x in range(h + 1, len(hyp_words)) if x in hyp_to_ref), default=None)
-        lone = (
-            before is not None
-            and after is not None
-            and hyp_final[before] != hyp_final[h] != hyp_final[after]
-            and segments[ref_seg[hyp_to_ref[after]]]["start"]
-            - segments[ref_seg[hyp_to_ref[before]]]["end"]
-            > GAP_S
-        )
-        if in_gap or lone:
-            halluc.append(hyp_words[h])
-
-    ref_text = norm(" ".join(s["text"] for s in segments))
-    hyp_text = norm(" ".join(c.text for _, c in finals))
-    fl, erased, final_chars = flicker(events)
-    fin = [r["final_latency"] for r in per_seg if r["final_latency"] is not None]
-    fp = [r["first_partial_latency"] for r in per_seg if r["first_partial_latency"] is not None]
-    return {
-        "final_latency_p50": percentile(fin, 50),
-        "final_latency_p95": percentile(fin, 95),
-        "first_partial_latency_p50": percentile(fp, 50),
-        "first_partial_latency_p95": percentile(fp, 95),
-        "missed_segments": sum(r["final_latency"] is None for r in per_seg),
-        "stream_wer": _wer(ref_text, hyp_text),
-        "flicker": fl,
-        "erased_chars": erased,
-        "final_chars": final_chars,
-        "hallucinated_words_per_min": (len(halluc) / gap_min) if gap_min > 0 else 0.0,
-        "hallucinated_words": halluc,
-        "gap_minutes": gap_min,
-        "segments": per_seg,
-        "event_segments": shows,
-        "stream_text": " ".join(c.text for _, c in finals),
-    }
-
-
-def _wer(ref: str, hyp: str) -> float:
-    if not ref.strip():
-        return float(len(hyp.split()) > 0)
-    return float(jiwer.wer(ref, hyp if hyp.strip() else "<empty>"))
 
 
 def offline_wer(
@@ -484,74 +248,6 @@ def check_identical(engine: Engine, decodes: list[tuple[DecodeJob, JobOutcome]])
         if greedy(job.audio, out.options) != got:
             mismatches.append({"window": job.window, "speculative": out.result.text})
     return {"checked": checked, "mismatches": mismatches, "identical": not mismatches}
-
-
-# --------------------------------------------------------------------------- plot
-
-
-def plot(path: Path, events: list[tuple[float, Caption]], metrics: dict[str, Any],
-         segments: list[dict[str, Any]], duration: float, title: str) -> None:  # fmt: skip
-    """One row per reference segment: its audio (grey), the partials that showed its words
-    (blue ticks, at emit time) and the moment its last word became final (red triangle, with
-    the final's text). Below, the latencies per segment against the targets."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = metrics.get("segments", [])
-    shows: list[list[int]] = metrics.get("event_segments", [[] for _ in events])
-    n = max(1, len(segments))
-    width = min(40.0, max(14.0, duration * 0.1))
-    fig, (ax, lat) = plt.subplots(
-        2, 1, figsize=(width, 2.5 + 0.28 * n), sharex=True,
-        gridspec_kw={"height_ratios": [0.28 * n, 2.2]},
-    )  # fmt: skip
-    for i, seg in enumerate(segments):
-        y = n - 1 - i
-        ax.barh(y, seg["end"] - seg["start"], left=seg["start"], height=0.6, color="0.8")
-        lat_i = rows[i].get("final_latency") if i < len(rows) else None
-        x = seg["end"] + max(0.0, lat_i or 0.0) + 3.2
-        ax.text(x, y, seg["text"][:70], fontsize=6.5, va="center", color="0.25")
-    for (t, cap), segs in zip(events, shows, strict=True):
-        for i in segs:
-            y = n - 1 - i
-            if cap.type == "partial":
-                ax.plot(t, y + 0.2, "|", color="tab:blue", ms=7, mew=1.2)
-            else:
-                ax.plot(t, y - 0.2, "|", color="tab:green", ms=7, mew=1.2)
-    for i, row in enumerate(rows):
-        if row.get("final_latency") is not None:
-            y = n - 1 - i
-            t = row["end"] + row["final_latency"]
-            ax.plot(t, y, "<", color="tab:red", ms=6)
-            ax.text(t + 0.25, y, f"{row['final_latency']:.2f} s", fontsize=6, va="center",
-                    color="tab:red")  # fmt: skip
-    noise = [(t, c) for (t, c), segs in zip(events, shows, strict=True) if not segs and c.text]
-    for t, cap in noise:  # captions aligned to no reference segment (hallucination candidates)
-        ax.plot(t, -0.8, "x", color="tab:purple", ms=6)
-        ax.text(t, -1.3, cap.text[:30], fontsize=6, color="tab:purple", rotation=20)
-    ax.set_yticks([])
-    ax.set_ylim(-1.6, n)
-    ax.set_title(title + "\nrows: reference segments (grey, audio time); blue |: partial "
-                 "showing a word of it; green |: final; red <: its last word final (latency); "
-                 "purple x: caption matching no segment", fontsize=8)  # fmt: skip
-    ax.grid(axis="x", alpha=0.3)
-    xs = [r["end"] for r in rows if r["final_latency"] is not None]
-    ys = [r["final_latency"] for r in rows if r["final_latency"] is not None]
-    lat.bar(xs, ys, width=0.8, color="tab:red", label="final latency (s, at segment end)")
-    xs = [r["start"] for r in rows if r.get("first_partial_latency") is not None]
-    ys = [r["first_partial_latency"] for r in rows if r.get("first_partial_latency") is not None]
-    lat.bar(xs, ys, width=0.5, color="tab:blue", alpha=0.7, label="first-partial latency (s)")
-    for level, style in ((1.0, ":"), (1.5, "-."), (2.0, "--")):
-        lat.axhline(level, color="k", ls=style, lw=0.6)
-    lat.set_xlabel("stream time (s)")
-    lat.set_ylabel("seconds")
-    lat.legend(fontsize=7, loc="upper right")
-    lat.set_xlim(0, duration + 3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 # --------------------------------------------------------------------------- main

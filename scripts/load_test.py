@@ -33,250 +33,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import re
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soundfile as sf
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+# the sibling modules (scripts/): what is sent, the server, the report
+from load_program import LONGFORM, load_program, program_for, turns_of  # noqa: E402
+from load_report import brief, final_latencies, print_side_by_side  # noqa: E402
+from load_server import MachineCpu, ProcStats, cluster_report, scrape, serving  # noqa: E402
+from reference_alignment import percentile as pct  # noqa: E402 - scripts/soak.py's name
 
 from streamcap.core.constants import SAMPLE_RATE  # noqa: E402
 from streamcap.server.client import publish, watch, ws_url  # noqa: E402
 
 SR = SAMPLE_RATE
-#: ../shared next to the repository (as the workplace lays it out), not a machine path.
-LONGFORM = (
-    Path(__file__).resolve().parent.parent.parent / "shared/eval-dev/longform/lf2_tts_meeting.json"
-)
-
-
-def reference_audio(reference: Path, audio: str) -> Path:
-    """The audio a long-form reference JSON names: relative to the JSON, to the eval set's root
-    (the JSON's parent folder), or beside the JSON."""
-    for candidate in (
-        reference.parent / audio,
-        reference.parent.parent / audio,
-        reference.parent / Path(audio).name,
-    ):
-        if candidate.is_file():
-            return candidate
-    raise SystemExit(f"load_test: error: audio {audio!r} of {reference} not found")
-
-
-CLIPS = ROOT / "tests" / "data"
-
-
-@dataclass
-class Segment:
-    start: float
-    end: float
-    text: str
-
-
-@dataclass
-class Program:
-    """Audio a publisher sends and what was said when (times in stream seconds)."""
-
-    audio: np.ndarray
-    segments: list[Segment]
-
-
-def load_program(reference: Path | None) -> Program:
-    if reference is not None and not reference.exists() and reference != LONGFORM:
-        raise SystemExit(f"load_test: error: no such reference {reference}")
-    if reference is not None and reference.exists():
-        ref = json.loads(reference.read_text())
-        audio, rate = sf.read(reference_audio(reference, ref["audio"]), dtype="float32")
-        assert rate == SR, rate
-        given = [Segment(s["start"], s["end"], s["text"]) for s in ref["segments"]]
-        return Program(audio, given)
-    parts: list[np.ndarray] = []
-    segs: list[Segment] = []
-    t = 0.0
-    pause = np.zeros(int(1.2 * SR), np.float32)
-    for line in (CLIPS / "manifest.jsonl").read_text().splitlines():
-        item = json.loads(line)
-        if item["lang"] != "en" or not item["text"]:
-            continue
-        clip, rate = sf.read(CLIPS / item["audio"], dtype="float32")
-        assert rate == SR
-        segs.append(Segment(t, t + len(clip) / SR, item["text"]))
-        parts += [clip, pause]
-        t += (len(clip) + len(pause)) / SR
-    return Program(np.concatenate(parts), segs)
-
-
-def turns_of(program: Program, talker: int, talkers: int, margin: float = 0.3) -> Program:
-    """One talker's microphone in a room where ``talkers`` take turns: the reference segments
-    go round the talkers in order, and each one hears only its own (silence elsewhere)."""
-    audio = np.zeros_like(program.audio)
-    mine = [s for k, s in enumerate(program.segments) if k % talkers == talker]
-    for seg in mine:
-        a = max(0, int((seg.start - margin) * SR))
-        b = min(len(audio), int((seg.end + margin) * SR))
-        audio[a:b] = program.audio[a:b]
-    return Program(audio, mine)
-
-
-def program_for(base: Program, offset: float, seconds: float) -> Program:
-    """`base` from `offset`, looped, `seconds` long, with its segments shifted to match."""
-    n = int(seconds * SR)
-    total = len(base.audio)
-    start = int(offset * SR) % total
-    idx = (start + np.arange(n)) % total
-    audio = base.audio[idx]
-    dur = total / SR
-    segs: list[Segment] = []
-    shift = -start / SR
-    while shift < seconds:
-        for s in base.segments:
-            a, b = s.start + shift, s.end + shift
-            if a >= 0 and b <= seconds:
-                segs.append(Segment(a, b, s.text))
-        shift += dur
-    segs.sort(key=lambda s: s.start)
-    return Program(audio, segs)
-
-
-_NORMALISER: Any = None
-
-
-def normalise(text: str) -> list[str]:
-    global _NORMALISER
-    if _NORMALISER is None:
-        try:
-            from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
-
-            _NORMALISER = EnglishTextNormalizer({})
-        except ImportError:  # pragma: no cover
-            _NORMALISER = lambda s: re.sub(r"[^a-z0-9' ]+", " ", s.lower())  # noqa: E731
-    return str(_NORMALISER(text)).split()
-
-
-def final_latencies(
-    segments: list[Segment], finals: list[tuple[float, str]], t0: float
-) -> tuple[list[tuple[float, float]], int]:
-    """(segment end in stream seconds, latency in s) per reference segment that a final
-    reached, and the number missed (see the module docstring)."""
-    import jiwer
-
-    ref_words: list[str] = []
-    ref_seg: list[int] = []
-    for i, s in enumerate(segments):
-        w = normalise(s.text)
-        ref_words += w
-        ref_seg += [i] * len(w)
-    hyp_words: list[str] = []
-    hyp_time: list[float] = []
-    for t, text in finals:
-        w = normalise(text)
-        hyp_words += w
-        hyp_time += [t] * len(w)
-    if not ref_words:
-        return [], 0
-    if not hyp_words:
-        return [], len(segments)
-    aligned: dict[int, int] = {}  # ref word index -> hyp word index
-    out = jiwer.process_words(" ".join(ref_words), " ".join(hyp_words))
-    for chunk in out.alignments[0]:
-        if chunk.type in ("equal", "substitute"):
-            for k in range(chunk.ref_end_idx - chunk.ref_start_idx):
-                aligned[chunk.ref_start_idx + k] = chunk.hyp_start_idx + k
-    latencies: list[tuple[float, float]] = []
-    missed = 0
-    for i, s in enumerate(segments):
-        idx = [j for j, seg in enumerate(ref_seg) if seg == i and j in aligned]
-        if not idx:
-            missed += 1
-            continue
-        latencies.append((s.end, hyp_time[aligned[max(idx)]] - (t0 + s.end)))
-    return latencies, missed
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    return float(np.percentile(np.asarray(values), q))
-
-
-# --------------------------------------------------------------------------- server process
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ProcStats:
-    """CPU% (of one core) and RSS of a process from /proc, sampled on demand."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.tick = os.sysconf("SC_CLK_TCK")
-        self.last: tuple[float, float] | None = None
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / self.tick  # utime + stime
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def sample(self) -> tuple[float, float]:
-        now, cpu = time.monotonic(), self.cpu_seconds()
-        pct_ = 0.0
-        if self.last is not None:
-            pct_ = 100 * (cpu - self.last[1]) / max(1e-6, now - self.last[0])
-        self.last = (now, cpu)
-        return pct_, self.rss_mb()
-
-
-class MachineCpu:
-    """Busy share of all cores (from /proc/stat): how much else ran besides the server."""
-
-    def __init__(self) -> None:
-        self.last = self._read()
-
-    @staticmethod
-    def _read() -> tuple[int, int]:
-        v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        idle = v[3] + v[4]
-        return sum(v) - idle, sum(v)
-
-    def sample(self) -> float:
-        busy, total = self._read()
-        b0, t0 = self.last
-        self.last = (busy, total)
-        return 100.0 * (busy - b0) / max(1, total - t0)
-
-
-def scrape(url: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    with urllib.request.urlopen(url, timeout=5) as r:
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                out[name] = float(value)
-    return out
 
 
 # --------------------------------------------------------------------------- clients
@@ -312,8 +92,7 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
         programs = [turns_of(whole, i, len(streams)) for i in range(len(streams))]
     else:
         programs = [
-            program_for(program, dur * i / args.streams, args.seconds)
-            for i in range(len(streams))
+            program_for(program, dur * i / args.streams, args.seconds) for i in range(len(streams))
         ]
 
     def room_of(s: str) -> str:
@@ -510,48 +289,6 @@ async def run_load(args: argparse.Namespace, port: int, record: Path) -> dict[st
     return report
 
 
-def cluster_report(url: str, wall: float, bridge: ProcStats | None) -> dict[str, Any]:
-    """The Ray backend's figures from the gateway's /metrics (nothing for a local server)."""
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    if "streamcap_replicas_running" not in text:
-        return {}
-    series: list[tuple[str, dict[str, str], float]] = []
-    for line in text.splitlines():
-        m = re.match(r"(\w+)(?:\{(.*)\})? (\S+)$", line)
-        if m and not line.startswith("#"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-            series.append((m.group(1), labels, float(m.group(3))))
-
-    def total(name: str, **want: str) -> float:
-        return sum(v for n, lab, v in series if n == name and want.items() <= lab.items())
-
-    replicas: dict[str, dict[str, Any]] = {}
-    for name, lab, _ in series:
-        if name == "streamcap_replica_info":
-            r = lab["replica"]
-            replicas[r] = {
-                "pid": int(lab.get("pid", 0)),
-                "node": lab.get("node"),
-                "finals": total("streamcap_replica_decodes_total", replica=r, kind="final"),
-                "partials": total("streamcap_replica_decodes_total", replica=r, kind="partial"),
-                "busy_share": round(
-                    total("streamcap_replica_compute_seconds_total", replica=r) / wall, 3
-                ),
-            }
-    return {
-        "replicas": replicas,
-        "replicas_running_end": total("streamcap_replicas_running"),
-        "finals_resent": total("streamcap_remote_retries_total", kind="final"),
-        "partials_lost": total("streamcap_remote_retries_total", kind="partial"),
-        "requests_lost": {
-            lab["reason"]: v for n, lab, v in series if n == "streamcap_remote_lost_total"
-        },
-        "duplicate_replies_ignored": total("streamcap_remote_duplicates_ignored_total"),
-        "transport_p95_s": total("streamcap_remote_transport_p95_seconds"),
-        "bridge_cpu_pct_mean": round(bridge.sample()[0], 1) if bridge is not None else None,
-    }
-
-
 def _close_code(result: object) -> int | None:
     """The close code of a publisher's failure (PublishError or ConnectionClosed), if any."""
     code = getattr(result, "code", None)
@@ -652,118 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def brief(report: dict[str, Any]) -> dict[str, Any]:
-    """The report without its time series (printed; the JSON keeps them)."""
-    out = {k: v for k, v in report.items() if k != "samples"}
-    out["streams"] = {
-        s: {k: v for k, v in r.items() if k != "latency_by_segment_end"}
-        for s, r in report.get("streams", {}).items()
-    }
-    return out
-
-
-def print_side_by_side(summary: dict[str, dict[str, Any]]) -> None:
-    rows = [
-        ("final latency p50 (s)", "final_latency_p50"),
-        ("final latency p95 (s)", "final_latency_p95"),
-        ("dropped finals", "dropped_finals"),
-        ("missed segments", "missed_segments"),
-        ("server CPU, % of a core", "server_cpu_pct_mean"),
-        ("server CPU per stream, %", "server_cpu_pct_per_stream"),
-        ("server RSS max (MB)", "server_rss_mb_max"),
-        ("bridge CPU, % of a core", "bridge_cpu_pct_mean"),
-        ("finals resent", "finals_resent"),
-        ("transport p95 (s)", "transport_p95_s"),
-    ]
-    names = list(summary)
-    print()
-    print(f"{'':28}" + "".join(f"{n:>12}" for n in names))
-    for label, key in rows:
-        cells = []
-        for n in names:
-            v = summary[n].get(key)
-            cells.append(f"{v:12.3f}" if isinstance(v, float) else f"{v!s:>12}")
-        print(f"{label:28}" + "".join(cells))
-    if "local" in summary and "ray" in summary:
-        a, b = summary["local"], summary["ray"]
-        for key in ("final_latency_p50", "final_latency_p95"):
-            if a.get(key) and b.get(key):
-                print(f"ray / local {key}: {b[key] / a[key]:.2f}x")
-    for n in names:
-        for rid, r in (summary[n].get("replicas") or {}).items():
-            print(f"{n} replica {rid} (pid {r['pid']}): {r['finals']:.0f} finals, "
-                  f"{r['partials']:.0f} partials, busy {100 * r['busy_share']:.0f}%")  # fmt: skip
-
-
-def bridge_pid(server_pid: int) -> int:
-    """The gateway's Ray bridge (a child process), 0 if none."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(stat[1]) == server_pid and b"streamcap.cluster.bridge" in (
-                    entry / "cmdline"
-                ).read_bytes():
-                    return int(entry.name)
-    return 0
-
-
 def run_backend(args: argparse.Namespace, backend: str, address: str) -> dict[str, Any]:
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="streamcap-load-") as tmp:
-        record = Path(tmp)
-        cmd = [
-            sys.executable, "-m", "streamcap.cli", "serve", "--model", args.model,
-            "--port", str(port), "--record", str(record),
-            "--max-streams", str(args.streams), "--max-viewers", str(args.streams * args.viewers),
-        ]  # fmt: skip
-        if args.threads:
-            cmd += ["--threads", str(args.threads)]
-        if backend == "ray":
-            cmd += ["--backend", "ray", "--ray-address", address,
-                    "--replica-threads", str(args.replica_threads)]  # fmt: skip
-            if args.max_replicas:
-                cmd += ["--min-replicas", str(args.replicas), "--max-replicas",
-                        str(args.max_replicas)]  # fmt: skip
-            else:
-                cmd += ["--replicas", str(args.replicas)]
-        cmd += args.server_arg
-        env = dict(os.environ, PYTHONPATH=str(args.server_root))
-        log_path = record / "server.log"
-        log_file = open(log_path, "w")  # noqa: SIM115 - closed below
-        server = subprocess.Popen(
-            cmd, cwd=args.server_root, env=env, stderr=log_file, stdout=log_file
-        )
-        try:
-            deadline = time.monotonic() + 400
-            while True:
-                if server.poll() is not None:
-                    print(log_path.read_text(), file=sys.stderr)
-                    raise SystemExit("server exited before it was ready")
-                with contextlib.suppress(OSError):
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                    break
-                if time.monotonic() > deadline:
-                    raise SystemExit("server not ready after 400 s")
-                time.sleep(0.5)
-            if backend == "ray":  # the gateway serves once one replica runs: wait for all
-                want = f"ok (ray: {args.replicas}/{args.replicas} replicas)"
-                while time.monotonic() < deadline:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz") as r:
-                        if r.read().decode().strip() == want:
-                            break
-                    time.sleep(0.5)
-            args._server_pid = server.pid
-            args._bridge_pid = bridge_pid(server.pid)
-            args._backend = backend
-            return asyncio.run(run_load(args, port, record))
-        finally:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(90)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log_file.close()
+    with serving(args, backend, address) as (port, record):
+        return asyncio.run(run_load(args, port, record))
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

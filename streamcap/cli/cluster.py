@@ -164,7 +164,8 @@ def start_remote_worker(args: argparse.Namespace, capacity: Any) -> RemoteWorker
     """The gateway's `RemoteWorker`: the model's card, the bridge, the fallback if asked;
     connected, the first replica running, the dispatcher started."""
     from streamcap.cli.common import load_engine
-    from streamcap.cluster.remote import RemoteConfig, RemoteWorker
+    from streamcap.cluster.remote import RemoteWorker
+    from streamcap.cluster.remote_config import RemoteConfig
     from streamcap.cluster.transport import BridgeTransport, LocalTransport
     from streamcap.cluster.wire import model_fingerprint
     from streamcap.models.card import ModelCard

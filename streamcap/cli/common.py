@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from streamcap.core.decode_types import DecodingOptions
     from streamcap.core.text import GuardConfig
     from streamcap.runtime.engine import Engine
-    from streamcap.runtime.stream import LiveConfig
+    from streamcap.runtime.live_config import LiveConfig
 
 COMPUTE_DEVICES = ("auto", "cpu", "cuda")
 #: ``--precision`` (the same tuple as ``streamcap.models.loader.PRECISIONS``; that module is
@@ -66,7 +66,7 @@ def _precision_list(value: str) -> list[str]:
 
 
 def _language(value: str) -> str | None:
-    if value.strip().lower() == "auto-each":  # `runtime.stream.AUTO_EACH`
+    if value.strip().lower() == "auto-each":  # `runtime.live_config.AUTO_EACH`
         return "auto-each"
     try:
         return resolve_language(value)
@@ -411,7 +411,7 @@ def live_config(
     `serve`)."""
     from dataclasses import replace
 
-    from streamcap.runtime.stream import LiveConfig, split_language
+    from streamcap.runtime.live_config import LiveConfig, split_language
 
     code, lock = split_language(language)
     cfg = LiveConfig(language=code, task=task, prompt=prompt, lock_language=lock)

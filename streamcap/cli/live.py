@@ -27,7 +27,7 @@ from streamcap.cli.outputs import Writers, cue_style_of, plan_outputs
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption, CaptionEvent
     from streamcap.runtime.engine import Engine
-    from streamcap.runtime.stream import LiveConfig
+    from streamcap.runtime.live_config import LiveConfig
 
 DEFAULT_CHUNK_S = 0.1
 
@@ -128,7 +128,8 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
     from streamcap.audio import iter_audio_chunks
     from streamcap.core.captions import CaptionLog
     from streamcap.runtime.clock import RealClock, SimulatedClock
-    from streamcap.runtime.stream import LiveStream, replay
+    from streamcap.runtime.replay import replay
+    from streamcap.runtime.stream import LiveStream
     from streamcap.runtime.worker import InferenceWorker
 
     path = args.files[0]  # one file: `transcribe.check_flags` saw to it

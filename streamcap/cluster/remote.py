@@ -22,9 +22,10 @@ the bridge process, or the local fallback) and it keeps the local worker's rules
 - with a fallback transport (``--fallback local``), work goes there while no replica has been
   usable for ``fallback_after_s``, and back to the replicas when they return.
 
-One module, longer than most: the requests in flight, the resends and the order barrier are
-one state machine under the core's lock, and its invariants read best in one place (the books
-are `cluster.books`).
+One module, longer than most: the requests in flight and the resends are one state machine
+under the core's lock, and its invariants read best in one place. Apart from it: the books
+(`cluster.books`), the order finals are told in (`cluster.in_order`), an attempt and its
+request (`cluster.attempt`), and the rules (`cluster.remote_config.RemoteConfig`).
 
 Thread contract (`runtime.worker_api`): one dispatcher thread (`start`) runs ``prepare``,
 sends, and every ``on_done``; transports hand their events to `on_event` from any thread.
@@ -38,7 +39,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from streamcap.core.capacity import CapacityConfig
@@ -46,9 +46,12 @@ from streamcap.models.card import ModelCard, RemotePlacement
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 from streamcap.runtime.scheduler import Scheduler
 
+from .attempt import Attempt, request_key
 from .books import RemoteBooks
+from .in_order import FinalsInOrder
+from .remote_config import RemoteConfig
 from .transport import Described, Lost, Replied, Routed, Status, Transport, TransportEvent
-from .wire import ReplicaReply, ReplicaRequest
+from .wire import ReplicaReply
 
 if TYPE_CHECKING:
     from streamcap.runtime.worker_api import ModelInfo
@@ -65,35 +68,6 @@ class RemoteDecodeError(RuntimeError):
 
 class RemoteUnavailable(RuntimeError):
     """A final could not be decoded in time: no replica answered, and no fallback."""
-
-
-@dataclass(frozen=True)
-class RemoteConfig:
-    """The gateway's rules for remote decodes (module docstring)."""
-
-    replica_inflight: int = 2  # requests in flight per replica (= Serve max_ongoing_requests)
-    final_deadline_s: float = 120.0  # a final undecoded this long is delivered as an error
-    fallback_after_s: float = 5.0  # no usable replica this long: use the fallback, if any
-    max_attempts: int = 5  # sends of one final before it is given up as an error
-    start_timeout_s: float = 300.0  # warm_up: wait this long for the first usable replica
-
-    def __post_init__(self) -> None:
-        if self.replica_inflight < 1:
-            raise ValueError("replica_inflight must be at least 1")
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-
-
-@dataclass
-class _Attempt:
-    """A job sent (or to be resent): its request, where it went, how often."""
-
-    job: DecodeJob
-    request: ReplicaRequest | None  # None until prepared (at its first send)
-    via: str  # "remote" or "fallback"
-    sent_at: float = 0.0
-    attempts: int = 1
-    replica: str | None = None  # where the router put it, once known
 
 
 class RemoteWorker(Scheduler):
@@ -117,11 +91,9 @@ class RemoteWorker(Scheduler):
         self._transport = transport
         self._fallback = fallback
         self._inbox: deque[TransportEvent] = deque()
-        self._resend: deque[_Attempt] = deque()  # lost finals, first in line
-        self._inflight: dict[str, _Attempt] = {}
-        self._order: dict[str, deque[int]] = {}  # per stream: ids of finals not yet told
-        self._held: dict[int, tuple[DecodeJob, JobOutcome]] = {}  # done, earlier final pending
-        self._ready: deque[tuple[DecodeJob, JobOutcome]] = deque()  # outcomes to tell
+        self._resend: deque[Attempt] = deque()  # lost finals, first in line
+        self._inflight: dict[str, Attempt] = {}
+        self._told = FinalsInOrder()  # outcomes to tell, a stream's finals in order
         self.remote_books = RemoteBooks()  # the replicas' work, losses and resends
         self._status = Status(connected=False, running=0)
         self._unusable_since: float | None = time.monotonic()
@@ -164,8 +136,7 @@ class RemoteWorker(Scheduler):
     # ------------------------------------------------------------------ the core's hooks
 
     def _accepted(self, job: DecodeJob) -> None:
-        if job.kind == "final":  # told in this order (`_done`)
-            self._order.setdefault(job.stream, deque()).append(job.id)
+        self._told.accepted(job)  # a final is told in this order (`_done`)
 
     def _depth(self) -> int:
         """Jobs waiting in the gateway (not counting those in flight)."""
@@ -174,8 +145,7 @@ class RemoteWorker(Scheduler):
     def _taken(self) -> Iterable[DecodeJob]:
         yield from (a.job for a in self._resend)
         yield from (a.job for a in self._inflight.values())
-        yield from (j for j, _ in self._held.values())
-        yield from (j for j, _ in self._ready)
+        yield from self._told.jobs()
 
     def _decoders(self) -> int:
         """Every usable replica (or the fallback's one) has its own finals budget."""
@@ -212,8 +182,7 @@ class RemoteWorker(Scheduler):
                 self._handle_inbox()
                 self._expire(time.monotonic())
                 sends = self._take()
-                tell = list(self._ready)
-                self._ready.clear()
+                tell = self._told.take()
                 if not (sends or tell or self._inbox or self._queue.dropped):
                     if self._stopping:
                         return
@@ -243,7 +212,7 @@ class RemoteWorker(Scheduler):
             return "fallback"
         return None
 
-    def _take(self) -> list[_Attempt]:
+    def _take(self) -> list[Attempt]:
         """What to send now, within the in-flight bounds (caller holds the lock)."""
         now = time.monotonic()
         via = self._route(now)
@@ -256,7 +225,7 @@ class RemoteWorker(Scheduler):
         busy = [a for a in self._inflight.values() if a.via == via]
         partials = sum(a.job.kind == "partial" for a in busy)
         free = capacity - len(busy)
-        out: list[_Attempt] = []
+        out: list[Attempt] = []
         while free > 0 and self._resend:
             attempt = self._resend.popleft()
             attempt.via = via
@@ -268,31 +237,20 @@ class RemoteWorker(Scheduler):
                 break
             job = jobs[0]
             partials += job.kind == "partial"
-            out.append(_Attempt(job, None, via))
+            out.append(Attempt(job, None, via))
             free -= 1
         for attempt in out:
             attempt.sent_at = now
-            self._inflight[_key(self.gateway, attempt.job)] = attempt
+            self._inflight[request_key(self.gateway, attempt.job)] = attempt
         return out
 
-    def _send(self, attempt: _Attempt) -> None:
+    def _send(self, attempt: Attempt) -> None:
         """Prepare (first attempt only: a resend is the identical request) and send."""
         job = attempt.job
-        key = _key(self.gateway, job)
+        key = request_key(self.gateway, job)
         if attempt.request is None:
             try:
-                options, hypothesis = job.prepared()
-                attempt.request = ReplicaRequest(
-                    key=key,
-                    stream=f"{self.gateway}/{job.stream}",
-                    kind=job.kind,
-                    window=job.window,
-                    audio=job.audio,
-                    options=options,
-                    hypothesis=hypothesis,
-                    context_s=job.context_s,
-                    word_timestamps=job.word_timestamps,
-                )
+                attempt.request = attempt.build_request(key, self.gateway)
             except Exception as e:  # a bad job must not stop the others
                 with self._cond:
                     self._inflight.pop(key, None)
@@ -391,7 +349,7 @@ class RemoteWorker(Scheduler):
     def _drop_lost(self, job: DecodeJob) -> None:
         self.remote_books.retries["partial_dropped"] += 1
         self._books.dropped(job)
-        self._ready.append((job, JobOutcome(dropped=True)))
+        self._told.done(job, JobOutcome(dropped=True))
 
     def _expire(self, now: float) -> None:
         """Finals past their deadline while waiting (no replica, no fallback): errors."""
@@ -403,7 +361,7 @@ class RemoteWorker(Scheduler):
         if self._route(now) is None:
             while self._queue.finals and wall - self._queue.finals[0].submitted > limit:
                 job = self._queue.finals.popleft()
-                late.append(_Attempt(job, None, "none"))
+                late.append(Attempt(job, None, "none"))
         for a in late:
             self.remote_books.deadline_errors += 1
             log.warning("final of stream %r undecoded after %.0f s: no replica", a.job.stream,
@@ -413,15 +371,7 @@ class RemoteWorker(Scheduler):
     def _done(self, job: DecodeJob, outcome: JobOutcome) -> None:
         """Count a job in and queue its telling, a stream's finals in order (lock held)."""
         self._books.finished(job, outcome)
-        if job.kind != "final":
-            self._ready.append((job, outcome))
-            return
-        self._held[job.id] = (job, outcome)
-        order = self._order.get(job.stream)
-        while order and order[0] in self._held:
-            self._ready.append(self._held.pop(order.popleft()))
-        if order is not None and not order:
-            del self._order[job.stream]
+        self._told.done(job, outcome)
 
     # ------------------------------------------------------------------ health
 
@@ -458,7 +408,3 @@ class RemoteWorker(Scheduler):
                 fallback_active=self._route(time.monotonic()) == "fallback",
             )
             return snap
-
-
-def _key(gateway: str, job: DecodeJob) -> str:
-    return f"{gateway}:{job.id}"

@@ -98,7 +98,7 @@ def join_words(words: tuple[WordTiming, ...]) -> str:
 
 
 class SpeakerLabeller:
-    """A `CaptionStage` (``runtime.stream``) that labels finals by voice; one per stream.
+    """A `CaptionStage` (``runtime.caption_stage``) that labels finals by voice; one per stream.
 
     - ``encoder``: a `VoiceEncoder` (thread-safe; one may serve every stream of a process).
       None: the process's shared one (`speakers.shared_encoder`, loaded on first use; the

@@ -23,13 +23,13 @@ A `CaptionStage` may be slow (the speaker labeller embeds a final's audio), so i
 the thread that delivers decode results (the worker's), never on the feeding thread: captions
 the feeding thread makes (a final whose early decode was already back when the pause is
 confirmed, or at the end of the stream) wait, in order, for the stage's own thread
-(`_stage_executor`), and every caption after them waits behind them.
+(`caption_stage.stage_executor`), and every caption after them waits behind them.
 
-`replay` feeds a whole file through a stream at the pace of a clock, with the one pacer
-(`clock.paced_chunks`): on a real clock it sleeps and the worker's thread runs; on the
+`replay` (`runtime.replay`) feeds a whole file through a stream at the pace of a clock, with the
+one pacer (`clock.paced_chunks`): on a real clock it sleeps and the worker's thread runs; on the
 computation-aware `SimulatedClock` the worker is stepped in the replaying thread so that each job
 starts exactly when one processor would have been free, and audio that arrived meanwhile is fed
-first.
+first. What a stream is tuned by is `runtime.live_config` (`LiveConfig`).
 """
 
 from __future__ import annotations
@@ -37,55 +37,31 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import DecodeResult, DecodingOptions
-from streamcap.core.policy import (
-    PARTIAL_CONTEXT_MARGIN_S,
-    PARTIAL_CONTEXT_MIN_S,
-    CaptionPolicy,
-    DecodeRequest,
-    PolicyConfig,
-    Step,
-)
+from streamcap.core.policy import CaptionPolicy, DecodeRequest, Step
 from streamcap.core.prompting import join_prompt_ids
-from streamcap.core.segmenter import Segmenter, SegmenterConfig
+from streamcap.core.segmenter import Segmenter
 from streamcap.core.text import describe_drop
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
-from streamcap.runtime.clock import Clock, RealClock, SimulatedClock, paced_chunks
+from streamcap.runtime.caption_stage import CaptionStage
+from streamcap.runtime.caption_stage import stage_executor as _stage_executor
+from streamcap.runtime.clock import Clock, RealClock
 from streamcap.runtime.coalesce import coalesce_finals
 from streamcap.runtime.jobs import DecodeJob, JobOutcome, StreamStats
+from streamcap.runtime.live_config import AUTO_EACH as AUTO_EACH
+from streamcap.runtime.live_config import LANGUAGE_MIN_PROB, LANGUAGE_MIN_SPEECH_S, LiveConfig
+from streamcap.runtime.live_config import split_language as split_language
+from streamcap.runtime.replay import replay as replay
 from streamcap.runtime.worker_api import Worker
 
 log = logging.getLogger(__name__)
-
-#: A partial locks the stream's language from its own detection only when its audio is at
-#: least this long and the language's probability at least `LANGUAGE_MIN_PROB`; otherwise the
-#: first final does. Measured with base on dev clips (../shared/eval-dev/manifest.jsonl, first
-#: 1/2/3 s and whole clip): real English (en_real_cards_001..003) en at 0.86-0.96 from 1 s;
-#: espeak TTS de/es/fr/nl often wrong even whole and even at high probability (fr_s02: th 0.87
-#: at 3 s, es_s01: th 0.60), right ones 0.4-0.97. So a partial locks only when nearly sure;
-#: the rest wait for the final, as before.
-LANGUAGE_MIN_SPEECH_S = 3.0
-LANGUAGE_MIN_PROB = 0.95
-#: The language "code" that asks for detection in every utterance (people who switch).
-AUTO_EACH = "auto-each"
-
-
-def split_language(language: str | None) -> tuple[str | None, bool]:
-    """A language setting (a code, None: detect once per stream, `AUTO_EACH`: detect in every
-    utterance) as (``language``, ``lock_language``)."""
-    if language == AUTO_EACH:
-        return None, False
-    return language, True
-
 
 #: Finals dropped with no text by every `LiveStream` of the process, by reason (the server's
 #: /metrics reads it at scrape time: `finals_dropped`).
@@ -99,95 +75,8 @@ def finals_dropped() -> dict[str, int]:
         return dict(_DROPS_TOTAL)
 
 
-_STAGE_EXECUTOR: ThreadPoolExecutor | None = None
-_STAGE_EXECUTOR_LOCK = threading.Lock()
-
-
-def _stage_executor() -> ThreadPoolExecutor:
-    """The process's one thread for caption stages the feeding thread may not run."""
-    global _STAGE_EXECUTOR
-    with _STAGE_EXECUTOR_LOCK:
-        if _STAGE_EXECUTOR is None:
-            _STAGE_EXECUTOR = ThreadPoolExecutor(1, thread_name_prefix="caption-stage")
-        return _STAGE_EXECUTOR
-
-
 #: An inbox item: audio to feed, or None for the end of the stream.
 _Input = np.ndarray | None
-
-
-class CaptionStage(Protocol):
-    """A stage between the policy and the sink (e.g. speaker labels from the voice).
-
-    It sees the stream's audio in order (`feed`, 16 kHz mono from stream time 0) and every
-    caption event in order (`process`), and answers with the events to deliver instead: the
-    same, relabelled, or a final split in two (it then renumbers later segments itself). Both
-    run with the stream's lock held: `feed` on the thread that processes the input, `process`
-    never on the feeding thread (module docstring), so it may take its time.
-    """
-
-    def feed(self, samples: np.ndarray) -> None: ...
-
-    def process(self, event: CaptionEvent) -> list[CaptionEvent]: ...
-
-
-@dataclass(frozen=True)
-class LiveConfig:
-    """Everything a live stream is tuned by.
-
-    - language: spoken language code, or None to detect it. With ``lock_language`` (the
-      default) it is detected once per stream and kept for every later decode: until it is
-      known no partial is shown (a partial's own detection locks it only from at least
-      `LANGUAGE_MIN_SPEECH_S` of audio at probability >= `LANGUAGE_MIN_PROB`), and otherwise
-      the first non-empty final's detected language is locked (a final's audio is the best
-      evidence). ``lock_language=False`` ("auto-each"): every decode detects its own.
-    - task: "transcribe" or "translate" (to English).
-    - partial_context_margin_s: partials run the encoder on the window's audio plus this margin
-      (seconds) instead of the standard 30 s; None: partials use the standard input too.
-    - partial_context_min_s: the shortest encoder context a partial gets.
-    - early_finals: start a window's exact final at the beginning of a pause
-      (`PolicyConfig.early_final_s`) rather than when the pause is confirmed. A pause that turns
-      out to be a breath voids that decode: its compute is lost, and no partial runs meanwhile.
-      "auto": only while a final costs at most `early_final_max_cost_s` on this worker (measured
-      on lf3 with tiny.en, finals of 0.46 s: final latency p50 0.65 -> 0.54 s, p95 0.80 ->
-      0.70 s, 26 of 108 early finals voided, WER +0.16 points; with base on a 2-core CPU
-      without bf16, finals of 1.0 s, the voided ones delayed other decodes: p95 1.66 ->
-      1.83 s).
-    - prompt: the stream's own prompt text (`core.prompting.stream_prompt`: words the model
-      should know), before the policy's context in every decode's prompt.
-    - coalesce_finals: a final submitted while the stream's previous final still waits,
-      unstarted, is decoded with it as one window and the result split at the word times
-      (`runtime.coalesce`): a backlog costs one encoder call instead of one per final. Off by
-      default: measured on the tempo-1.3 hard file (README), Whisper's no-timestamps decode of
-      a joined window often stops after its first sentence, the final it cut short is decoded
-      again alone, and the first final waits for both: latency and WER rose.
-    - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
-      more decoder pass, 5-9 % of a final's cost): every final, and the partials that may
-      commit words (the policy cuts the window at their end).
-    """
-
-    language: str | None = None
-    task: str = "transcribe"
-    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    lock_language: bool = True
-    partial_context_margin_s: float | None = PARTIAL_CONTEXT_MARGIN_S
-    partial_context_min_s: float = PARTIAL_CONTEXT_MIN_S
-    word_timestamps: bool = True
-    coalesce_finals: bool = False
-    early_finals: Literal["auto", "on", "off"] = "auto"
-    early_final_max_cost_s: float = 0.6
-    prompt: str = ""
-
-    def __post_init__(self) -> None:
-        if self.early_finals not in ("auto", "on", "off"):
-            raise ValueError("early_finals must be 'auto', 'on' or 'off'")
-        if self.task not in ("transcribe", "translate"):
-            raise ValueError(f"task must be 'transcribe' or 'translate', got {self.task!r}")
-        if self.segmenter.max_utterance_s > self.policy.max_window_s:
-            raise ValueError("segmenter.max_utterance_s must fit in policy.max_window_s")
-        if self.partial_context_margin_s is not None and self.partial_context_margin_s < 0:
-            raise ValueError("partial_context_margin_s must be >= 0")
 
 
 class LiveStream:
@@ -509,55 +398,3 @@ class LiveStream:
             self._language = result.language
             return result
         return None
-
-
-class _SteppingClock:
-    """A `SimulatedClock` seen by the pacer: waiting until a time first runs the worker's jobs
-    that start before it, so one processor's compute and the audio's arrival interleave as live."""
-
-    def __init__(self, clock: SimulatedClock, worker: Worker) -> None:
-        self._clock = clock
-        self._worker = worker
-
-    def now(self) -> float:
-        return self._clock.now()
-
-    def wait_until(self, t: float) -> None:
-        while self._clock.now() < t and self._worker.run_one():
-            pass
-        self._clock.wait_until(t)
-
-    def charge(self, seconds: float) -> None:
-        self._clock.charge(seconds)
-
-    def measure(self) -> Any:
-        return self._clock.measure()
-
-
-def replay(
-    stream: LiveStream,
-    audio: np.ndarray | Iterable[np.ndarray],
-    chunk_s: float = 0.1,
-    speed: float = 1.0,
-    finish: bool = True,
-) -> None:
-    """Feed ``audio`` (16 kHz mono) through ``stream`` as if it arrived live.
-
-    On a `SimulatedClock` the worker must not run its own thread: this function steps it, so
-    each job starts when the (single) processor is free and takes the time it really takes,
-    while audio that arrived meanwhile is fed before the next job is chosen. On a real clock
-    the worker's thread runs (started here if needed) and feeding sleeps to keep pace.
-    """
-    clock = stream.clock
-    worker = stream.worker
-    simulated = isinstance(clock, SimulatedClock)
-    if simulated and worker.threaded:
-        raise RuntimeError("replay on a SimulatedClock steps the worker: do not start its thread")
-    if not simulated and not worker.threaded:
-        worker.start()
-    pace: Clock = _SteppingClock(clock, worker) if isinstance(clock, SimulatedClock) else clock
-    for chunk in paced_chunks(audio, chunk_s, pace, SAMPLE_RATE, speed):
-        stream.feed(chunk)
-    if finish:
-        stream.finish()
-        stream.wait_idle()

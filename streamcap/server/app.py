@@ -40,24 +40,19 @@ from websockets.http11 import Request, Response
 from . import routes
 from .accept import authenticated, counted_connection
 from .budget import ConnectionBudget
+from .client_text import parse_speaker
+from .close import CloseCode, ProtocolError
 from .config import ServerConfig, StreamFactory, live_stream_factory
 from .delivery import Delivery
 from .gate import RequestGate
 from .hub import Hub
 from .ingest import IngestSession
 from .metrics import ServerMetrics, engine_info, worker_snapshot
-from .protocol import (
-    CloseCode,
-    ProtocolError,
-    check_token,
-    extract_token,
-    parse_speaker,
-    parse_ws_path,
-)
 from .publishers import Publishers
 from .ratelog import RateLimitedLog
 from .record import Recorder
 from .refusal import Refusals
+from .request import check_token, extract_token, parse_ws_path
 from .services import PublisherServices, ViewerServices
 from .subtitles import SubtitleDownloads
 from .viewers import serve_viewer

@@ -12,18 +12,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from streamcap.core.captions import CaptionEvent
 from streamcap.decoding.spec import DecodingError
 
+from .close import CloseCode, ProtocolError
 from .protocol import (
     DEFAULT_BURST_S,
     DEFAULT_FRAME_BURST,
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_FRAME_RATE,
-    CloseCode,
-    ProtocolError,
     StartMessage,
 )
 
 if TYPE_CHECKING:  # the runtime pulls in torch: typing only
-    from streamcap.runtime.stream import LiveConfig
+    from streamcap.runtime.live_config import LiveConfig
     from streamcap.runtime.worker_api import Worker
 
 
@@ -169,7 +168,8 @@ def live_stream_factory(
     voice encoder for all, loaded at the first such stream) unless their start says "off"; a
     room's named publishers are never (their name says who spoke)."""
     from streamcap.runtime.clock import RealClock
-    from streamcap.runtime.stream import LiveConfig, LiveStream
+    from streamcap.runtime.live_config import LiveConfig
+    from streamcap.runtime.stream import LiveStream
 
     base = base_config if base_config is not None else LiveConfig()
 
@@ -187,7 +187,7 @@ def live_stream_factory(
     def make(
         stream: str, start: StartMessage, on_caption: Callable[[CaptionEvent], None]
     ) -> LiveStreamLike:
-        from streamcap.runtime.stream import split_language
+        from streamcap.runtime.live_config import split_language
 
         language, lock = split_language(start.language or default_language)
         engine = worker.engine

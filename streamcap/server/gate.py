@@ -20,9 +20,9 @@ from websockets.http11 import Request, Response
 from . import access, routes
 from .config import ServerConfig
 from .metrics import CONTENT_TYPE, ServerMetrics
-from .protocol import check_token, extract_token
 from .ratelog import RateLimitedLog
 from .refusal import Refusals
+from .request import check_token, extract_token
 
 #: (path, request, connection) -> the response to a plain HTTP request, made now or later
 Route = Callable[[str, Request, ServerConnection], Response | Awaitable[Response]]

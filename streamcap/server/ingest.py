@@ -24,18 +24,10 @@ from websockets.protocol import State
 
 from streamcap.audio.resample import StreamResampler
 
+from .close import CloseCode, ProtocolError, Refused
 from .config import LiveStreamLike
 from .hub import Publication, StreamEntry
-from .protocol import (
-    CloseCode,
-    IngestPhase,
-    IngestState,
-    ProtocolError,
-    Refused,
-    StartMessage,
-    error_message,
-    ready_message,
-)
+from .protocol import IngestPhase, IngestState, StartMessage, error_message, ready_message
 from .services import PublisherServices
 
 log = logging.getLogger("streamcap.server")

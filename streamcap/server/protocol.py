@@ -8,14 +8,11 @@ library's protocol layer, so every rule is tested without a network. See docs/de
 from __future__ import annotations
 
 import enum
-import hmac
 import json
 import re
-import unicodedata
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
@@ -23,9 +20,17 @@ from streamcap.audio.pcm import SAMPLE_BYTES, PcmFormat, pcm_to_float
 from streamcap.core.prompting import parse_vocabulary, stream_prompt
 
 from .bucket import TokenBucket
+from .client_text import check_strings, check_text, parse_speaker
+from .close import CloseCode, ProtocolError
+from .close import bad_data as _bad
+
+# The request's own rules are `request`'s; re-exported: the protocol's public names.
+from .request import check_token as check_token
+from .request import extract_token as extract_token
+from .request import parse_ws_path as parse_ws_path
+from .request import resume_cursor as resume_cursor
 
 Task = Literal["transcribe", "translate"]
-Route = Literal["ingest", "captions"]
 
 MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 48000
@@ -39,72 +44,11 @@ DEFAULT_MAX_FRAME_RATE = 100.0
 #: Messages a publisher may send in a burst above that rate (network catch-up).
 DEFAULT_FRAME_BURST = 200
 
-#: Stream ids: they name files in `--record DIR`, so no leading "." (hidden files, "..").
-STREAM_ID_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
-#: Identity of one caption log (see `resume_cursor`).
-EPOCH_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _LANGUAGE_RE = re.compile(r"[A-Za-z][A-Za-z_-]{1,31}")
-_SINCE_RE = re.compile(r"[0-9]{1,18}")
 _START_FIELDS = frozenset(
     {"type", "sample_rate", "format", "channels", "language", "task", "prompt", "vocabulary",
      "speaker", "speakers"}
 )  # fmt: skip
-#: A publisher's name in a room: it goes into WebVTT voice tags and overlays, so no markup.
-MAX_SPEAKER_CHARS = 32
-_SPEAKER_BAD = re.compile(r"[<>&\"\x00-\x1f\x7f]")
-#: Unicode categories no client text may hold: controls (C0, C1), format characters (bidi
-#: overrides such as U+202E, zero-width characters) and surrogates; names also refuse private-use
-#: and unassigned code points (invisible or look-alike names).
-_TEXT_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
-_NAME_BAD_CATEGORIES = _TEXT_BAD_CATEGORIES | {"Co", "Cn"}
-#: Joiners that Persian, Indic scripts and emoji sequences need (format characters, but not
-#: invisible tricks): allowed in prompts and vocabulary, never in names.
-_JOINERS = frozenset("\u200c\u200d")
-#: Whitespace controls a prompt may hold; they become plain spaces.
-_PROMPT_SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " ", "\v": " ", "\f": " "})
-_MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: control frame payload 125 bytes, minus the code
-
-
-class CloseCode(enum.IntEnum):
-    """WebSocket close codes we use (names as in `websockets.frames.CloseCode`)."""
-
-    NORMAL_CLOSURE = 1000
-    GOING_AWAY = 1001
-    UNSUPPORTED_DATA = 1003  # bad data: malformed message, wrong order
-    POLICY_VIOLATION = 1008  # auth, bad stream id, flooding
-    MESSAGE_TOO_BIG = 1009
-    INTERNAL_ERROR = 1011
-    TRY_AGAIN_LATER = 1013  # the server is full (admission control) or overloaded
-
-
-class ProtocolError(Exception):
-    """A client broke the protocol: close the connection with `code` and `reason`."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(f"{int(code)}: {reason}")
-        self.code = int(code)
-        self.reason = reason
-
-    @property
-    def close_reason(self) -> str:
-        """`reason` cut to the 123 UTF-8 bytes a close frame can carry."""
-        raw = self.reason.encode("utf-8")
-        if len(raw) <= _MAX_CLOSE_REASON_BYTES:
-            return self.reason
-        return raw[: _MAX_CLOSE_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
-
-
-class Refused(ProtocolError):
-    """The server turns a well-behaved client away (taken name, full room, limits, load):
-    `label` says which, for the refusal counter."""
-
-    def __init__(self, err: ProtocolError, label: str) -> None:
-        super().__init__(err.code, err.reason)
-        self.label = label
-
-
-def _bad(reason: str) -> ProtocolError:
-    return ProtocolError(CloseCode.UNSUPPORTED_DATA, reason)
 
 
 @dataclass(frozen=True)
@@ -124,82 +68,6 @@ class StartMessage:
     speakers: str | None = None
 
 
-def well_formed(value: str) -> bool:
-    """`value` is well-formed Unicode: it encodes to UTF-8 (no lone surrogates)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _bad_char(
-    value: str, categories: frozenset[str], allowed: frozenset[str] = frozenset()
-) -> str | None:
-    """The first character of `value` in one of `categories` (and not `allowed`), as U+XXXX."""
-    for ch in value:
-        if unicodedata.category(ch) in categories and ch not in allowed:
-            return f"U+{ord(ch):04X}"
-    return None
-
-
-def check_text(value: str, what: str, *, spaces: bool = False) -> str:
-    """A client's text: well-formed Unicode without control or format characters (1003).
-
-    `spaces` (prompts): tabs and line breaks are allowed and become spaces, and the zero-width
-    joiners that scripts need are kept; bidi overrides and other format characters are not."""
-    if not well_formed(value):
-        raise _bad(f"{what} is not well-formed Unicode (a lone surrogate)")
-    allowed: frozenset[str] = frozenset()
-    if spaces:
-        value = value.translate(_PROMPT_SPACES)
-        allowed = _JOINERS
-    bad = _bad_char(value, _TEXT_BAD_CATEGORIES, allowed)
-    if bad is not None:
-        raise _bad(f"{what} must not hold control characters or format characters ({bad})")
-    return value
-
-
-def _check_strings(obj: object, what: str) -> None:
-    """Every string in a decoded JSON value (keys too) is well-formed Unicode."""
-    if isinstance(obj, str):
-        if not well_formed(obj):
-            raise _bad(f"{what} holds text that is not well-formed Unicode (a lone surrogate)")
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            _check_strings(k, what)
-            _check_strings(v, what)
-    elif isinstance(obj, list):
-        for v in obj:
-            _check_strings(v, what)
-
-
-def normalise_name(value: str) -> str:
-    """A name as it is compared and shown: NFKC (so full-width and other look-alike forms
-    collide), spaces collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", value).split())
-
-
-def parse_speaker(value: object) -> str:
-    """A speaker name: 1-32 characters once NFKC-normalised and spaces are collapsed, no markup,
-    control, format (bidi, zero-width), private-use or unassigned characters (it is shown in
-    overlays and written into WebVTT ``<v Name>`` tags, and names must not look alike)."""
-    if not isinstance(value, str):
-        raise _bad(f"'speaker' must be a string, got {type(value).__name__}")
-    if not well_formed(value) or "\ufffd" in value:  # U+FFFD: text broken on its way here
-        raise _bad("invalid speaker name: not well-formed Unicode")
-    name = normalise_name(value)
-    bad = _bad_char(name, _NAME_BAD_CATEGORIES)
-    if bad is not None:
-        raise _bad(f"invalid speaker name {name[:40]!r}: it holds an invisible character ({bad})")
-    if not name or len(name) > MAX_SPEAKER_CHARS or _SPEAKER_BAD.search(name):
-        raise _bad(
-            f"invalid speaker name {value[:40]!r}: 1-{MAX_SPEAKER_CHARS} characters, "
-            'no < > & " or control characters'
-        )
-    return name
-
-
 @dataclass(frozen=True)
 class StopMessage:
     """The client has no more audio: finalise what is open, then close normally."""
@@ -217,7 +85,7 @@ def _load_object(text: str, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise _bad(f"{what} must be a JSON object, got {type(obj).__name__}")
     try:
-        _check_strings(obj, what)
+        check_strings(obj, what)
     except RecursionError:
         raise _bad(f"{what} is nested too deeply") from None
     return obj
@@ -271,7 +139,7 @@ def parse_start(text: str) -> StartMessage:
         raise _bad(f"unsupported channels {channels!r}: use 1 (mono) or 2 (stereo, interleaved)")
 
     language = msg.get("language")
-    if language == "auto-each":  # detect in every utterance (`runtime.stream.AUTO_EACH`)
+    if language == "auto-each":  # detect in every utterance (`runtime.live_config.AUTO_EACH`)
         pass
     elif language is not None:
         if not isinstance(language, str) or not _LANGUAGE_RE.fullmatch(language):
@@ -432,107 +300,6 @@ class IngestState:
                 )
         self.samples_received = total
         return samples
-
-
-def _single_params(query: str) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        for text in (key, value):
-            if not well_formed(text) or _bad_char(text, _TEXT_BAD_CATEGORIES) is not None:
-                raise ProtocolError(
-                    CloseCode.POLICY_VIOLATION,
-                    f"query parameter {ascii(key)[:40]} holds a control character or text that "
-                    "is not well-formed Unicode",
-                )
-        if key in params:
-            raise ProtocolError(
-                CloseCode.POLICY_VIOLATION, f"query parameter {key!r} given more than once"
-            )
-        params[key] = value
-    return params
-
-
-def parse_ws_path(path: str) -> tuple[Route, dict[str, str]]:
-    """Route and validated query parameters of a WebSocket request path.
-
-    `stream` is required: 1-64 characters from `A-Za-z0-9_.-`, not starting with ".". For
-    /captions `since` is always present afterwards ("0" if absent), as a canonical
-    non-negative integer string, and `epoch`, if given, must be an epoch as events carry it.
-    Unknown parameters are kept and ignored (cache busters and the like).
-    """
-    parts = urlsplit(path)
-    route_path = parts.path.rstrip("/")
-    if route_path == "/ingest":
-        route: Route = "ingest"
-    elif route_path == "/captions":
-        route = "captions"
-    else:
-        raise ProtocolError(
-            CloseCode.POLICY_VIOLATION, f"unknown path {parts.path!r}: use /ingest or /captions"
-        )
-    params = _single_params(parts.query)
-    stream = params.get("stream")
-    if stream is None:
-        raise ProtocolError(CloseCode.POLICY_VIOLATION, "missing 'stream' query parameter")
-    if not STREAM_ID_RE.fullmatch(stream):
-        raise ProtocolError(
-            CloseCode.POLICY_VIOLATION,
-            f"invalid stream id {stream[:80]!r}: use 1-64 characters from A-Z a-z 0-9 _ . - "
-            "(not starting with '.')",
-        )
-    if route == "captions":
-        since = params.get("since", "0")
-        if not _SINCE_RE.fullmatch(since):
-            raise _bad(f"'since' must be a non-negative integer, got {since[:40]!r}")
-        params["since"] = str(int(since))
-        epoch = params.get("epoch")
-        if epoch is not None and epoch != "" and not EPOCH_RE.fullmatch(epoch):
-            raise _bad(f"'epoch' must be an epoch as caption events carry it, got {epoch[:40]!r}")
-    return route, params
-
-
-def resume_cursor(since: int, epoch: str | None, log_epoch: str, last_seq: int) -> int:
-    """Where a viewer's replay starts: it gets every stored event with a seq above this.
-
-    A `since` counts only in the log it came from. Every log has an epoch (new when the log is
-    created, kept when the server reloads it from `--record DIR`), and every event carries it.
-    A viewer whose `epoch` is another log's, or whose `since` lies beyond this log's last seq
-    (it cannot come from this log), gets the whole current log; without `epoch` a `since` up
-    to the last seq is trusted.
-    """
-    if epoch and epoch != log_epoch:
-        return 0
-    if since > last_seq:
-        return 0
-    return since
-
-
-def extract_token(
-    params: Mapping[str, str], headers_get: Callable[[str], str | None]
-) -> str | None:
-    """Token from `?token=` (browsers cannot set headers) or else `Authorization: Bearer`."""
-    token = params.get("token")
-    if token is not None:
-        return token
-    auth = headers_get("Authorization")
-    if auth is None:
-        return None
-    scheme, _, value = auth.strip().partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        return None
-    return value.strip()
-
-
-def check_token(expected: str | None, given: str | None) -> bool:
-    """Constant-time comparison; `expected` None means the endpoint is open."""
-    if expected is None:
-        return True
-    if given is None:
-        return False
-    # surrogatepass: a header or query value may hold raw bytes (surrogate escapes)
-    return hmac.compare_digest(
-        expected.encode("utf-8", "surrogatepass"), given.encode("utf-8", "surrogatepass")
-    )
 
 
 def _dumps(obj: dict[str, Any]) -> str:

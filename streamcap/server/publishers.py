@@ -14,8 +14,8 @@ import asyncio
 from collections.abc import Callable, Iterator
 
 from .accept import authenticated
+from .close import CloseCode, ProtocolError, Refused
 from .config import ServerConfig
-from .protocol import CloseCode, ProtocolError, Refused
 from .ratelog import RateLimitedLog
 from .refusal import REFUSE_CLOSE_TIMEOUT_S
 from .rooms import RoomClaims, who

@@ -29,8 +29,10 @@ from typing import TextIO
 from streamcap.core.captions import Caption, CaptionLog
 from streamcap.formats import JsonlWriter
 
-from .protocol import STREAM_ID_RE, ProtocolError, parse_speaker, well_formed
+from .client_text import parse_speaker, well_formed
+from .close import ProtocolError
 from .ratelog import RateLimitedLog
+from .request import STREAM_ID_RE
 
 log = logging.getLogger(__name__)
 _rlog = RateLimitedLog(log, interval_s=60.0, burst=3)

@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from .close import ProtocolError
 from .metrics import ServerMetrics
-from .protocol import ProtocolError, error_message
+from .protocol import error_message
 from .ratelog import RateLimitedLog
 
 #: How long a refused client has to answer our close frame before its socket is dropped.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-from .protocol import CloseCode, ProtocolError
+from .close import CloseCode, ProtocolError
 
 S = TypeVar("S")
 

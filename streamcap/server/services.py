@@ -19,10 +19,10 @@ from websockets.asyncio.server import ServerConnection
 
 from streamcap.core.captions import Caption, CaptionEvent
 
+from .close import ProtocolError
 from .config import ServerConfig, StreamFactory
 from .hub import Hub, Publication, StreamEntry
 from .metrics import ServerMetrics
-from .protocol import ProtocolError
 from .ratelog import RateLimitedLog
 
 __all__ = ["Claim", "Publisher", "PublisherServices", "Refuse", "ViewerServices"]

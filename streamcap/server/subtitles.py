@@ -27,8 +27,8 @@ from . import routes
 from .bucket import BucketsByKey, TokenBucket
 from .config import ServerConfig
 from .hub import Hub, StreamEntry
-from .protocol import check_token, extract_token
 from .refusal import Refusals
+from .request import check_token, extract_token
 
 #: A subtitle response may take this long plus its size at SUBTITLE_SEND_MIN_RATE bytes/s.
 SUBTITLE_SEND_BASE_S = 10.0

@@ -14,8 +14,9 @@ import contextlib
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from .close import CloseCode, ProtocolError
 from .hub import StreamEntry, Viewer
-from .protocol import CloseCode, ProtocolError, resume_cursor
+from .request import resume_cursor
 from .services import ViewerServices
 
 
