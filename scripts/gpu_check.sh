@@ -21,7 +21,7 @@ step "nvidia-smi"
 nvidia-smi | tee "$OUT/nvidia-smi.txt" || { echo "no GPU here"; exit 1; }
 
 step "CUDA tests"
-$PY -m pytest -q -ra -m cuda tests/test_cuda.py 2>&1 | tee "$OUT/pytest-cuda.txt" || rc=1
+$PY -m pytest -q -ra -m cuda tests/decoding/test_cuda.py 2>&1 | tee "$OUT/pytest-cuda.txt" || rc=1
 
 step "bench_decoding fp16 vs fp32 (CUDA)"
 $PY scripts/bench_decoding.py --manifest "$SHARED/manifest.jsonl" --lang en --kind real \

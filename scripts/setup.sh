@@ -9,7 +9,7 @@ want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 apt_pkgs=(libportaudio2 python3-venv)
-# xdotool + xvfb: `dictate --type` typed into a real X window (tests/test_dictate_type.py); on a
+# xdotool + xvfb: `dictate --type` typed into a real X window (tests/cli/test_dictate_type.py); on a
 # desktop, `dictate --type` needs xdotool (X11) or wtype/ydotool (Wayland), not installed here
 [ $want_test = 1 ] && apt_pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins sox espeak-ng chromium xdotool xvfb)
 missing=()

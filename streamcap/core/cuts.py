@@ -2,7 +2,7 @@
 
 When the policy commits the first words of an utterance, the rest is decoded on its own audio,
 from the cut on; cutting between words (by the decode's word times, `Engine.align`) is what
-makes the two decodes lose and repeat nothing (tests/test_commits.py cuts real speech).
+makes the two decodes lose and repeat nothing (tests/core/test_commits.py cuts real speech).
 """
 
 from __future__ import annotations

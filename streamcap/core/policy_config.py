@@ -49,7 +49,7 @@ class PolicyConfig:
       default: on the recorded dev file lf3, prompting continuations with their utterance's
       text cost 0.9 WER points and raised flicker from 7.2 to 10.6 (Whisper repeats a short
       prompt: "Press 3" came out twice); the cut at the committed words' end alone loses no
-      word (tests/test_commits.py).
+      word (tests/core/test_commits.py).
     - short_prompt_s: the final of a window with less voiced audio than this (a short reply:
       "Yes.", "Tuesday.") is decoded after the stream's previous finals as prompt, the last
       `short_prompt_chars` of them (None: no such prompt). Whisper hears one or two words

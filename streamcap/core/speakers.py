@@ -93,7 +93,7 @@ class SpeakerConfig:
       goes to one speaker). A change seen inside one final is weaker evidence than a final of
       its own, and the centroid a short piece is compared with may be one piece old: JFK's
       "And so my fellow Americans, | ask not" splits at 0.66, and its second piece was 0.69
-      from the first, a third label for two voices (tests/test_speakers.py) at the
+      from the first, a third label for two voices (tests/speakers/test_speakers.py) at the
       calibrated thresholds. Chosen on the dev files, not calibrated: 1.5 and 2.0 gave lf3
       offline DER 0.024 (cpWER 9.7 %, 9.3 %), 3.0 lost a speaker first heard inside a final
       (0.036, 11.5 %); lf2, lf6 and the live runs (no split there) the same for all three.

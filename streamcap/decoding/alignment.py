@@ -15,7 +15,7 @@ spaces), punctuation merged into its neighbours, a word's probability the mean o
 overlong first word trimmed to twice the median word length.
 
 Where openai relies on the timestamp tokens we do not decode, three changes (measured on lf3's
-recorded utterances with a second of room either side, see ``tests/test_alignment.py``):
+recorded utterances with a second of room either side, see ``tests/decoding/test_alignment.py``):
 
 - the DTW runs from the <|startoftranscript|> row, not from <|notimestamps|>: the forced rows
   take the audio before the first word, which openai's path pins to the window's first frame

@@ -4,7 +4,8 @@ A one-token step through transformers' ``WhisperDecoder`` spends most of its ~11
 CPU in Python and bookkeeping (mask building, cache objects, ``torch.cat`` growing the cache,
 copies to make transposed tensors contiguous), not in arithmetic (~2 ms). This module runs the
 same weights through the same torch ops in the same order, so the hidden states are bit for
-bit those of the transformers modules (``tests/test_lean.py`` checks it), with none of that:
+bit those of the transformers modules (``tests/decoding/test_lean.py`` checks it), with
+none of that:
 
 - self-attention keys/values go into one buffer per layer sized for Whisper's 448 positions;
   a step writes its rows in place and cropping a rejected draft is moving a length;

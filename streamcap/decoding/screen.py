@@ -18,7 +18,7 @@ Error bound of an approximate logit ``a_r`` of row ``h`` against the fp32 logit 
 
 (weight and activation rounding, bf16 rounding of the output, fp32 accumulation of the
 approximation and of the fp32 reference itself, γ_K = K·2^-24; the bracket for the int8
-kernel, in case it rounds dequantized weights to bf16). ``tests/test_screen.py``
+kernel, in case it rounds dequantized weights to bf16). ``tests/decoding/test_screen.py``
 checks it on real decoder states, where the observed error stays far inside it.
 
 Error bound of a log-probability. Let ``top`` = max_r a_r, ``N`` = {r : a_r >= top - _NEAR}
@@ -43,7 +43,7 @@ bounds; a probability p = exp(log-softmax) within min(bound, p·(exp(bound) - 1)
 one is within a factor exp(±bound) of p, and both are <= 1). ``E`` is computed per token from
 the real ``b_r`` (a few vector passes over the vocabulary, so only on request:
 ``log_softmax_bounded``; the decode loop's hot path takes ``log_softmax_at``, the same values).
-Measured on real speech (``tests/test_decoding.py``, base): avg_logprob bounds of ~1e-2 to
+Measured on real speech (``tests/decoding/test_decoding.py``, base): avg_logprob bounds of ~1e-2 to
 5e-2 for int8 rows and ~2e-3 to 7e-3 for bf16 rows, against observed differences of 1e-6 to
 2e-4: a worst case (every tail logit off by its whole bound, in the same direction), not an
 estimate.
