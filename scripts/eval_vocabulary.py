@@ -46,12 +46,12 @@ _WORD = re.compile(r"[^\w']+")
 def proper_nouns(rows: list[dict[str, Any]]) -> list[str]:
     """Capitalised words of the references that never appear in lower case (so not "But" at
     the start of a verse line) and do not start a sentence."""
-    lower = {w.strip(".,;:!?\"()") for r in rows for w in r["text"].split() if w[:1].islower()}
+    lower = {w.strip('.,;:!?"()') for r in rows for w in r["text"].split() if w[:1].islower()}
     found: dict[str, str] = {}
     for r in rows:
         words = r["text"].split()
         for prev, w in zip(words, words[1:], strict=False):
-            core = w.strip(".,;:!?\"()")
+            core = w.strip('.,;:!?"()')
             if not core or not core[0].isupper() or core in ("I", "I'll", "I'm", "I've"):
                 continue
             if prev.endswith((".", "?", "!")) or core.lower() in lower:

@@ -49,7 +49,6 @@ def format_vtt_time(seconds: float) -> str:
     return str(Timestamp.from_seconds(ms(seconds) / 1000))
 
 
-
 # --------------------------------------------------------------------------- writers
 
 

@@ -25,7 +25,6 @@ def run(
     )
 
 
-
 SRT_CUE = re.compile(
     r"(\d+)\n(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})\n((?:[^\n]+\n)+)\n", re.M
 )

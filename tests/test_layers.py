@@ -98,3 +98,17 @@ def test_everything_but_the_ray_backend_works_without_ray() -> None:
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 1 and len(lines) == 1, run.stderr
     assert "needs Ray Serve" in lines[0] and "pip install 'streamcap[ray]'" in lines[0]
+
+
+#: The longest a module may be (CONTRIBUTING: one idea per module, ~400 lines).
+MAX_LINES = 450
+
+
+def test_no_file_is_over_the_line_limit() -> None:
+    over = {
+        str(p.relative_to(ROOT)): n
+        for folder in ("streamcap", "tests", "scripts")
+        for p in (ROOT / folder).rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not over, f"over {MAX_LINES} lines: {over}"

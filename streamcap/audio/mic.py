@@ -19,9 +19,7 @@ import numpy as np
 from .errors import AudioError, DeviceNotFoundError, NoMicrophoneError
 from .resample import TARGET_RATE, StreamResampler
 
-NO_MIC_MESSAGE = (
-    "no microphone found (no audio input devices); use --mic or check your sound card"
-)
+NO_MIC_MESSAGE = "no microphone found (no audio input devices); use --mic or check your sound card"
 
 
 @dataclass(frozen=True)

@@ -228,9 +228,7 @@ def _transcribe_one(
     return 0
 
 
-def _decoded(
-    engine: Engine, final: Caption, result: DecodeResult, language: str | None
-) -> Decoded:
+def _decoded(engine: Engine, final: Caption, result: DecodeResult, language: str | None) -> Decoded:
     """What openai-whisper's JSON says of `final` beyond its caption: the decode behind it."""
     english_only = "" if engine.multilingual else "en"
     return Decoded(

@@ -325,7 +325,8 @@ class LiveStream:
             word_timestamps=req.words and self.config.word_timestamps,
             clock=self.clock,
             tag=req,
-            coalesce=self._coalesce if req.kind == "final" and self.config.coalesce_finals
+            coalesce=self._coalesce
+            if req.kind == "final" and self.config.coalesce_finals
             else None,
         )
 

@@ -46,8 +46,6 @@ def sox(*args: str | Path) -> None:
     subprocess.run(["sox", "-q", *map(str, args)], check=True, capture_output=True, timeout=60)
 
 
-
-
 # --- decoding real files in many formats -----------------------------------------------------
 
 

@@ -31,8 +31,6 @@ def last_line(res: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else ""
 
 
-
-
 # --------------------------------------------------------------------------- offline, real model
 
 

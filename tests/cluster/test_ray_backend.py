@@ -40,6 +40,7 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray[serve]"),
 ]
 
+
 @pytest.fixture(scope="module")
 def ray_head() -> Iterator[str]:
     """A one-node Ray cluster bound to 127.0.0.1: its GCS address. Nothing it started may

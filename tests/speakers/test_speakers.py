@@ -288,8 +288,6 @@ def test_change_point_finds_the_word_where_the_voice_changes() -> None:
 # --------------------------------------------------------------------------- the stage
 
 
-
-
 @pytest.mark.model
 def test_labeller_splits_a_final_where_the_voice_changes(speech, encoder) -> None:  # type: ignore[no-untyped-def]
     from streamcap.runtime.labeller import SpeakerLabeller

@@ -1,0 +1,126 @@
+"""The cue policy (`streamcap.cues`) and the time formats: wrapping, balanced cues, cuts at
+sentence ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from captionkit import LONG
+
+from streamcap.cues import sentences, split_cues, wrap_text
+from streamcap.formats import (
+    FORMATS,
+    format_of,
+    format_srt_time,
+    format_vtt_time,
+)
+
+# ----------------------------------------------------------------------------- formatting
+
+
+@pytest.mark.parametrize(
+    ("seconds", "srt", "vtt"),
+    [
+        (0.0, "00:00:00,000", "00:00:00.000"),
+        (62.345, "00:01:02,345", "00:01:02.345"),
+        (3723.0004, "01:02:03,000", "01:02:03.000"),
+        (59.9996, "00:01:00,000", "00:01:00.000"),  # rounding carries into the minute
+        (-0.5, "00:00:00,000", "00:00:00.000"),
+        (360000.0, "100:00:00,000", "100:00:00.000"),
+    ],
+)
+def test_time_formats(seconds: float, srt: str, vtt: str) -> None:
+    assert format_srt_time(seconds) == srt
+    assert format_vtt_time(seconds) == vtt
+
+
+def test_wrap_text_word_boundaries_and_long_words() -> None:
+    lines = wrap_text(LONG)
+    assert all(len(x) <= 42 for x in lines)
+    assert " ".join(lines) == LONG
+    assert wrap_text("  a   b  ") == ["a b"]
+    assert wrap_text("") == []
+    url = "x" * 100
+    assert wrap_text(f"see {url} now", 42) == ["see", "x" * 42, "x" * 42, "x" * 16 + " now"]
+    assert wrap_text("z" * 84 + " end") == ["z" * 42, "z" * 42, "end"]
+
+
+def test_split_cues_short_text_is_one_balanced_cue() -> None:
+    text = "Hello there, this is a sentence of about fifty chars."
+    [(t0, t1, lines)] = split_cues(text, 1.0, 3.0)
+    assert (t0, t1) == (1.0, 3.0)
+    assert lines == ["Hello there, this is a", "sentence of about fifty chars."]
+    assert split_cues("one", 2.0, 1.0) == [(2.0, 2.0, ["one"])]  # end before start: zero span
+    assert split_cues("   ", 0.0, 1.0) == []
+
+
+def test_split_cues_long_text_spreads_over_span() -> None:
+    cues = split_cues(LONG, 10.0, 20.0)
+    assert len(cues) == 2
+    assert cues[0][0] == 10.0 and cues[-1][1] == 20.0
+    assert cues[0][1] == cues[1][0]  # contiguous
+    assert 13.0 < cues[0][1] < 17.0  # roughly proportional to characters
+    for _, _, lines in cues:
+        assert 1 <= len(lines) <= 2 and all(len(x) <= 42 for x in lines)
+    assert " ".join(" ".join(lines) for _, _, lines in cues) == LONG
+
+
+def test_split_cues_falls_back_to_greedy_when_even_split_overflows() -> None:
+    cues = split_cues("y" * 100, 0.0, 1.0)  # one unbreakable "word", cut into 42+42+16
+    assert [len(lines) for _, _, lines in cues] == [1, 2]
+    # Evening these out by characters would need a 3-line cue: keep the greedy grouping.
+    text = " ".join("x" * n for n in [35, 10, 5, 20, 3, 40, 3, 1, 1])
+    cues = split_cues(text, 0.0, 5.0)
+    assert [lines for _, _, lines in cues] == [wrap_text(text)[:2], wrap_text(text)[2:]]
+    assert cues[-1][1] == 5.0
+
+
+def test_sentences_cut_at_sentence_ends_only() -> None:
+    text = (
+        'Hello Mr. Smith, this is J. K. Rowling. Really? "Yes!" e.g. this. The U.S. is big... Go.'
+    )
+    assert sentences(text) == [
+        "Hello Mr. Smith, this is J. K. Rowling.",
+        "Really?",
+        '"Yes!" e.g. this.',
+        "The U.S. is big...",
+        "Go.",
+    ]
+    assert sentences("  no end at all ") == ["no end at all"]
+    assert sentences("") == []
+
+
+def test_split_cues_prefers_sentence_ends() -> None:
+    text = (
+        "It was late. We walked home through the rain and the cold wind, talking about "
+        "nothing. Then we slept."
+    )
+    cues = split_cues(text, 0.0, 10.0)
+    # The even split would cut mid-sentence ("... the rain and the"); sentences stay whole.
+    assert [" ".join(lines) for _, _, lines in cues] == [
+        "It was late.",
+        "We walked home through the rain and the cold wind, talking about nothing.",
+        "Then we slept.",
+    ]
+    assert [c[0] for c in cues][1:] == [c[1] for c in cues][:-1] and cues[-1][1] == 10.0
+    for _, _, lines in cues:
+        assert len(lines) <= 2 and all(len(x) <= 42 for x in lines)
+
+
+def test_split_cues_packs_short_sentences_and_splits_long_ones_evenly() -> None:
+    short = "Yes. No. Maybe so."
+    long = "Then " + " ".join(["word"] * 40) + "."
+    cues = split_cues(f"{short} {long} Done.", 0.0, 30.0)
+    texts = [" ".join(lines) for _, _, lines in cues]
+    assert texts[0] == short  # whole sentences that fit together share a cue
+    assert " ".join(texts[1:-1]) == long and len(texts) >= 4  # a long one alone, evened out
+    assert texts[-1] == "Done."
+    for _, _, lines in cues:
+        assert len(lines) <= 2 and all(len(x) <= 42 for x in lines)
+
+
+def test_formats_and_format_of() -> None:
+    assert FORMATS == ("srt", "vtt", "jsonl", "txt", "json")
+    assert format_of("a.SRT") == "srt" and format_of(Path("x/b.jsonl")) == "jsonl"
+    assert format_of("a.doc") is None and format_of("captions") is None
