@@ -38,15 +38,17 @@ class EncodedWindow:
     positions: int | None  # None: the full 30 s context
 
 
-#: A shortened encoder context may be rounded up to a multiple of this many positions. Every
-#: distinct length is a new shape for the CPU kernels: oneDNN keeps compiled kernels per shape
-#: (up to 1024) and glibc's arenas fragment on buffers of ever new sizes; offline (150 decodes
-#: of 1-12 s windows, bf16 encoder) the C heap in use grew 279 -> 419 MB with any length and
-#: stayed at ~255 MB on a 25-position (0.5 s) grid. Off (1) by default: measured on the dev
-#: files, the 0.5 s grid kept WER and flicker on lf3 and lf6 and lowered final p95 (1.52 -> 1.28
-#: s, 1.12 -> 0.97 s), but on lf2 one partial-locked word more ("And most") took stream WER
-#: from 2.7 to 3.0 %, and lf2 must not get worse (issue 25 note).
-CONTEXT_STEP_POSITIONS = 1
+#: A shortened encoder context is rounded up to a multiple of this many positions (10: 0.2 s).
+#: Every distinct length is a new shape for the CPU kernels: oneDNN keeps compiled kernels per
+#: shape and glibc's arenas fragment on buffers of ever new sizes, so with any length a long
+#: run's memory never stops growing. Measured (`scripts/bench_memory.py --decodes 200`, base,
+#: bf16 encoder on an AMX CPU, partials of 1-12 s and a final every fourth decode): the C heap
+#: in use grew 85 MB per 100 decodes over the second half with any length, 49 on a 5-position
+#: grid, and stopped at ~325 MB (every one of its 120 shapes seen) on a 10-position grid and at
+#: ~250 MB on a 25-position one. Chosen as the coarsest grid that changes no caption: the 10
+#: grid gave the same finals as no grid on lf3, lf6 and lf2 (`eval_stream.py`, simulated
+#: clock), the 25 grid changed lf2 (one partial-locked "And", stream WER 2.7 -> 3.0 %).
+CONTEXT_STEP_POSITIONS = 10
 
 
 def context_positions(samples: int, context_s: float | None, step: int | None = None) -> int | None:

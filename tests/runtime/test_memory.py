@@ -1,6 +1,5 @@
 """The C heap figures and trimming (issue 25), and the encoder-context grid that bounds a live
-server's kernel shapes (off by default, see `CONTEXT_STEP_POSITIONS`). No model: pure
-functions and glibc."""
+server's kernel shapes (`CONTEXT_STEP_POSITIONS`: 0.2 s). No model: pure functions and glibc."""
 
 from __future__ import annotations
 
@@ -11,11 +10,11 @@ import numpy as np
 import pytest
 
 from streamcap.core.constants import ENCODER_POSITIONS, SAMPLE_RATE
-from streamcap.decoding.batched_encode import context_positions
+from streamcap.decoding.batched_encode import CONTEXT_STEP_POSITIONS, context_positions
 from streamcap.runtime import memory
 from streamcap.runtime.memory import HeapTrimmer, heap_figures, trim_heap
 
-STEP = 25  # the 0.5 s grid measured in issue 25
+STEP = CONTEXT_STEP_POSITIONS  # 10: the 0.2 s grid chosen in issue 25
 
 glibc = pytest.mark.skipif(
     platform.libc_ver()[0] != "glibc", reason="mallinfo2/malloc_trim are glibc's"
@@ -63,7 +62,7 @@ def test_context_lengths_lie_on_the_grid_and_cover_the_audio(
     context_s: float | None, audio_s: float
 ) -> None:
     samples = int(audio_s * SAMPLE_RATE)
-    assert context_positions(samples, context_s, 1) == context_positions(samples, context_s)
+    assert context_positions(samples, context_s) == context_positions(samples, context_s, STEP)
     n = context_positions(samples, context_s, STEP)
     if context_s is None or max(context_s, audio_s) >= 29.5:
         assert n is None  # the full 30 s window
@@ -78,4 +77,5 @@ def test_a_live_streams_partials_use_few_distinct_shapes() -> None:
     audio_s = rng.uniform(1, 27, 5000)
     on = {context_positions(int(a * SAMPLE_RATE), a + 2.0, STEP) for a in audio_s}
     off = {context_positions(int(a * SAMPLE_RATE), a + 2.0, 1) for a in audio_s}
-    assert len(on) <= 60 and len(off) > 1000  # one length per 20 ms of context without it
+    assert STEP > 1 and len(on) <= 1500 // STEP  # a shape per step of the 30 s window at most
+    assert len(off) > 1000  # one length per 20 ms of context without the grid
