@@ -73,9 +73,16 @@ def precision_line() -> str:
         device = placement.device
     lines = [f"precision here (auto on {device}): the encoder's, measured at load:"]
     for key, choice in all_cached().items():
-        model = key.rsplit("|", 1)[-1]
-        lines.append(f"  {model}: {choice.precision} encoder, fp32 decoder ({choice.reason})")
-        lines.append(f"    for {key.rsplit('|', 1)[0]}")
+        where, model = key.rsplit("|", 1)
+        if model == "screen":
+            continue  # the first screen probe's (rows after silence): stale, never reused
+        if model == "screen2":  # `runtime.screen_probe`: the decoder's vocabulary screen
+            where, model = where.rsplit("|", 1)
+            state = "on" if choice.precision == "screen" else "off (full fp32 projection)"
+            lines.append(f"  {model}, vocabulary screen: {state} ({choice.reason})")
+        else:
+            lines.append(f"  {model}: {choice.precision} encoder, fp32 decoder ({choice.reason})")
+        lines.append(f"    for {where}")
     if len(lines) == 1:
         lines.append("  not measured yet: the first load of a model measures it")
     lines.append(f"  cached in {cache_path()} (delete it to measure again)")

@@ -51,10 +51,15 @@ def choose(timings: Mapping[str, float], margin: float = MARGIN) -> EncoderChoic
     """The fastest candidate if it beats fp32 by `margin`, else fp32 (pure: tests drive it)."""
     ref = timings["fp32"]
     best = min(timings, key=lambda k: timings[k])
-    shown = ", ".join(f"{k} {v:.2f} s" for k, v in timings.items())
+    shown = ", ".join(f"{k} {_seconds(v)}" for k, v in timings.items())
     if best != "fp32" and timings[best] <= ref * (1.0 - margin):
         return EncoderChoice(best, dict(timings), f"measured here: {shown}")
     return EncoderChoice("fp32", dict(timings), f"measured here: {shown}; fp32 kept")
+
+
+def _seconds(v: float) -> str:
+    """A timing as read: ``0.39 s``, or ``7.9 ms`` below a tenth of a second (a screen call)."""
+    return f"{v:.2f} s" if v >= 0.1 else f"{v * 1e3:.1f} ms"
 
 
 def machine_key(model: str, threads: int) -> str:

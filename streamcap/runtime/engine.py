@@ -114,7 +114,9 @@ class Engine:
 
         step = DecoderStep(self.main.model, WhisperSpec(self.main.model, self.main.processor),
                            self.placement.device, torch.float32, screen=False)  # fmt: skip
-        features = self.frontend.features(np.zeros(SAMPLE_RATE, dtype=np.float32), None)
+        from streamcap.runtime.screen_probe import probe_speech
+
+        features = self.frontend.features(probe_speech(), None)
         self.screen_choice = screen_choice(model, step, self.frontend.encode(features, None))
         return self.screen_choice.precision == "screen"
 

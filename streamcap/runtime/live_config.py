@@ -64,8 +64,9 @@ class LiveConfig:
       unstarted, is decoded with it as one window and the result split at the word times
       (`runtime.coalesce`): a backlog costs one encoder call instead of one per final. Off by
       default: measured on the tempo-1.3 hard file (README), Whisper's no-timestamps decode of
-      a joined window often stops after its first sentence, the final it cut short is decoded
-      again alone, and the first final waits for both: latency and WER rose.
+      a joined window often stops after its first sentence and the final it cut short is
+      decoded again alone; the finals the joined decode completed are told before that second
+      decode (the first no longer waits for both), yet p95 rose on that file.
     - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
       more decoder pass, 5-9 % of a final's cost): every final, and the partials that may
       commit words (the policy cuts the window at their end).

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -75,7 +76,7 @@ def test_the_screen_is_chosen_by_timing_it_here(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     engine = Engine("tiny.en", device="cpu")
     data = json.loads(precision_cache.read_text())
-    (key,) = [k for k in data if k.endswith("|tiny.en|screen")]
+    (key,) = [k for k in data if k.endswith("|tiny.en|screen2")]
     record = data[key]
     chosen = record["precision"]
     assert set(record["timings"]) == {"fp32", "screen"} and chosen in ("fp32", "screen")
@@ -157,3 +158,23 @@ def test_int8_speculative_is_token_identical_to_its_own_generate(int8_engine, sp
         prev = spec.tokens
     text = e.spec.tokenizer.decode(ref).lower()
     assert ("forward" in text) if clip == "en_real_goforward" else ("barrel" in text)
+
+
+@pytest.mark.model
+def test_the_screen_probe_times_rows_a_decode_meets() -> None:
+    """The screen's cost depends on how many tokens lie near the best (re-scored in fp32): the
+    probe's rows come after speech, where a handful do, not after silence, where tens of
+    thousands did and the screen was timed 18x slower than it decodes (issue 22)."""
+    from streamcap.runtime.engine import Engine
+    from streamcap.runtime.screen_probe import decoder_rows, probe_speech
+
+    engine = Engine("tiny.en", device="cpu", precision="fp32", screen=False)
+    step = engine.decoder.step
+    front = engine.frontend
+    near = {}
+    for name, audio in (("speech", probe_speech()), ("silence", np.zeros(16000, np.float32))):
+        with torch.inference_mode():
+            rows = decoder_rows(step, front.encode(front.features(audio, None), None))
+            logits = step.logits(rows)
+        near[name] = int((logits >= logits.amax(1, keepdim=True) - 10.0).sum(1).max())
+    assert near["speech"] < 1_000 < near["silence"], near
