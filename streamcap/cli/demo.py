@@ -22,13 +22,11 @@ from streamcap.cli.serve import (
     server_config,
     start_worker,
 )
-from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.constants import BUNDLED_SAMPLE, SAMPLE_RATE
 
 if TYPE_CHECKING:
     from streamcap.runtime.worker_api import Worker
     from streamcap.server.config import ServerConfig
-
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
 
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
@@ -38,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     g.add_argument(
         "--sample",
         type=Path,
-        default=SAMPLE,
+        default=BUNDLED_SAMPLE,
         help="speech file to replay (default: the bundled JFK sample)",
     )
     g.add_argument(

@@ -7,6 +7,8 @@ Audio inside the pipeline is mono float32 at `SAMPLE_RATE`; Whisper's encoder se
 
 from __future__ import annotations
 
+from pathlib import Path
+
 #: Samples per second of audio inside the pipeline (what Whisper expects).
 SAMPLE_RATE = 16000
 #: Whisper's input window, seconds.
@@ -15,3 +17,7 @@ WINDOW_S = 30.0
 ENCODER_POSITIONS_PER_S = 50
 #: Encoder output positions of a full window.
 ENCODER_POSITIONS = int(WINDOW_S * ENCODER_POSITIONS_PER_S)
+
+#: The speech sample shipped in the package (11 s of JFK): the demo's audio and the speech the
+#: vocabulary screen's timing decodes (`runtime.screen_probe`).
+BUNDLED_SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"

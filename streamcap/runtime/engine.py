@@ -110,14 +110,15 @@ class Engine:
 
     def _measured_screen(self, model: str) -> bool:
         """`runtime.screen_probe`'s choice for this model here (timed once, then cached)."""
-        from streamcap.runtime.screen_probe import screen_choice
+        from streamcap.runtime.screen_probe import probe_speech, screen_choice
 
-        step = DecoderStep(self.main.model, WhisperSpec(self.main.model, self.main.processor),
-                           self.placement.device, torch.float32, screen=False)  # fmt: skip
-        from streamcap.runtime.screen_probe import probe_speech
+        def probe() -> tuple[DecoderStep, torch.Tensor]:
+            step = DecoderStep(self.main.model, WhisperSpec(self.main.model, self.main.processor),
+                               self.placement.device, torch.float32, screen=False)  # fmt: skip
+            features = self.frontend.features(probe_speech(), None)
+            return step, self.frontend.encode(features, None)
 
-        features = self.frontend.features(probe_speech(), None)
-        self.screen_choice = screen_choice(model, step, self.frontend.encode(features, None))
+        self.screen_choice = screen_choice(model, probe)
         return self.screen_choice.precision == "screen"
 
     @property

@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from streamcap.core.constants import BUNDLED_SAMPLE
 from streamcap.decoding.screen import ScreenedProjection
 from streamcap.decoding.step import DecoderStep
 from streamcap.models.precision_probe import EncoderChoice, cached, choose, machine_key, store
@@ -41,15 +41,13 @@ CALLS = 10  # calls per timing (a call is a few milliseconds)
 
 Timer = Callable[[DecoderStep, torch.Tensor], dict[str, float]]
 
-#: Speech the probe decodes: the bundled sample (11 s of JFK), in the package.
-SPEECH = Path(__file__).resolve().parent.parent / "samples" / "jfk.wav"
-
 
 def probe_speech() -> np.ndarray:
-    """The 16 kHz samples of `SPEECH`: decoder rows after speech, not silence (docstring)."""
+    """The bundled speech sample's 16 kHz samples: decoder rows after speech, not silence
+    (module docstring)."""
     from streamcap.audio.file import load_audio
 
-    return load_audio(SPEECH)
+    return load_audio(BUNDLED_SAMPLE)
 
 
 def decoder_rows(step: DecoderStep, enc: torch.Tensor) -> torch.Tensor:
@@ -106,14 +104,20 @@ def _screen_choice(step: DecoderStep, screen: ScreenedProjection, rows: torch.Te
 
 
 def screen_choice(
-    model_name: str, step: DecoderStep, enc: torch.Tensor, *, timer: Timer = measure
+    model_name: str,
+    probe: Callable[[], tuple[DecoderStep, torch.Tensor]],
+    *,
+    timer: Timer = measure,
 ) -> EncoderChoice:
     """The cached choice for this machine and model, or a fresh timing (then cached):
-    ``precision`` "screen" (on) or "fp32" (the full projection)."""
+    ``precision`` "screen" (on) or "fp32" (the full projection). ``probe`` gives the decoder
+    step to time and its encoder output over `probe_speech`; it runs only on a cache miss
+    (a 30 s encoder window: not a cost of every load)."""
     key = machine_key(model_name, torch.get_num_threads()) + "|screen2"  # rows after speech
     hit = cached(key)
     if hit is not None:
         return hit
+    step, enc = probe()
     choice = choose(timer(step, decoder_rows(step, enc)))
     store(key, choice)
     return choice
