@@ -2,6 +2,7 @@
 """Does a lossy copy of a recording pause where the recording does? (issue 23: jfk.mp4)
 
     python scripts/codec_agreement.py [--aac-kbps 128] [FILES...]
+    python scripts/codec_agreement.py --captions [--set NAME=VALUE] [FILES...]
 
 The live policy closes a window as soon as the segmenter holds audio back (a pause longer
 than its 210 ms tail): a pause found in one copy and not in the other is a final split in one
@@ -11,13 +12,22 @@ stereo), decodes it with streamcap's own reader, runs the segmenter over both in
 and lists the moments where each starts holding audio back. Pauses of the two copies within
 `--tolerance` seconds match; the rest are disagreements. Prints the count per file that
 differs and the total.
+
+`--captions` compares what a viewer reads instead: each file and its AAC copy go through the
+live pipeline (the bundled model, simulated clock charging the worker thread's CPU time, as
+scripts/eval_stream.py) and their finals' texts are compared, with the original replayed a
+second time as the yardstick of what timing alone changes (a partial's moment moves a
+commit). A dev clip is decoded in its manifest's language, other files detect theirs.
+`--set` overrides a policy or segmenter field (eval_stream's syntax).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -27,7 +37,7 @@ import soundfile as sf
 from streamcap.audio import load_audio
 from streamcap.audio.resample import resample
 from streamcap.core.constants import SAMPLE_RATE
-from streamcap.core.segmenter import Segmenter, SpeechAudio
+from streamcap.core.segmenter import Segmenter, SpeechAudio, segment_audio
 
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval-dev"
 PUSH = 480  # 30 ms, as a live source delivers
@@ -82,16 +92,49 @@ def unmatched(a: list[float], b: list[float], tolerance: float) -> int:
     return missing + len(rest)
 
 
+def caption_runner(settings: list[str]) -> Callable[[np.ndarray, str], list[str]]:
+    """The live pipeline over one recording in a language (a code, or auto): its finals."""
+    from eval_stream import build_config, run_stream, warm_up
+
+    from streamcap.runtime.engine import Engine
+
+    engine = Engine("base")
+    warmed = False
+
+    def finals(audio: np.ndarray, language: str) -> list[str]:
+        nonlocal warmed
+        config = build_config(language, settings)
+        if not warmed:
+            warm_up(engine, audio, config.language)
+            warmed = True
+        run = run_stream(engine, audio, config, "simulated", 0.1, "thread")
+        return [cap.text for _, cap in run["events"] if cap.type == "final"]
+
+    return finals
+
+
+def languages() -> dict[str, str]:
+    """Each dev clip's language (the manifest's); other files are left to detection."""
+    rows = (json.loads(line) for line in (EVAL / "manifest.jsonl").read_text().splitlines())
+    return {Path(r["audio"]).stem: r["lang"] for r in rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("files", nargs="*", type=Path)
     p.add_argument("--aac-kbps", type=int, default=128)
     p.add_argument("--tolerance", type=float, default=0.1, help="seconds")
+    p.add_argument("--captions", action="store_true", help="compare the live finals' texts")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     args = p.parse_args(argv)
     files = args.files or sorted((EVAL / "wav").glob("*.wav")) + sorted(
         (EVAL / "longform").glob("*.wav")
     )
     total = differ = pauses = 0
+    ends = ends_unmatched = ends_differ = 0
+    rerun_differ = 0
+    finals_of = caption_runner(args.set) if args.captions else None
+    lang = languages()
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
             audio, rate = sf.read(f, dtype="float32")
@@ -100,6 +143,15 @@ def main(argv: list[str] | None = None) -> int:
             if rate != SAMPLE_RATE:
                 audio = resample(audio, rate, SAMPLE_RATE)
             copy = load_audio(aac_copy(audio, Path(tmp) / f"{f.stem}.mp4", args.aac_kbps))
+            if finals_of is not None:
+                code = lang.get(f.stem, "auto")
+                a, b, again = (finals_of(x, code) for x in (audio, copy, audio))
+                total += len(a)
+                rerun_differ += again != a
+                if a != b:
+                    differ += 1
+                    print(f"{f.stem}:\n  original {a}\n  AAC copy {b}", flush=True)
+                continue
             a, b = pause_onsets(audio), pause_onsets(copy)
             n = unmatched(a, b, args.tolerance)
             total += n
@@ -109,9 +161,27 @@ def main(argv: list[str] | None = None) -> int:
                 only_a = [round(x, 2) for x in a if all(abs(x - y) > args.tolerance for y in b)]
                 only_b = [round(y, 2) for y in b if all(abs(x - y) > args.tolerance for x in a)]
                 print(f"{f.stem}: only in the original {only_a}, only in the AAC copy {only_b}")
+            # utterance ends: where `streamcap transcribe` (one decode per utterance) splits
+            ua = [u.end for u in segment_audio(audio)][:-1]
+            ub = [u.end for u in segment_audio(copy)][:-1]
+            m = unmatched(ua, ub, args.tolerance)
+            ends += len(ua)
+            ends_unmatched += m
+            ends_differ += m > 0
+            if m:
+                xa, xb = [round(x, 2) for x in ua], [round(y, 2) for y in ub]
+                print(f"{f.stem}: utterance ends {xa} vs {xb}")
+    if finals_of is not None:
+        print(
+            f"{len(files)} files, {total} finals in the originals; the AAC copy's finals differ"
+            f" in {differ} files; the original replayed again differs in {rerun_differ}"
+        )
+        return 0
     share = total / max(pauses, 1)
     print(f"{len(files)} files, {pauses} pauses in the originals; {total} unmatched ({share:.1%}),"
           f" {differ} files differ")  # fmt: skip
+    print(f"utterances cut between: {ends} in the originals; {ends_unmatched} unmatched,"
+          f" {ends_differ} files differ")  # fmt: skip
     return 0
 
 

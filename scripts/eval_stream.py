@@ -61,6 +61,7 @@ from streamcap.audio import load_audio
 from streamcap.core.captions import Caption, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.policy import PolicyConfig
+from streamcap.core.segmenter import SegmenterConfig
 from streamcap.decoding.reference import reference_decode
 from streamcap.runtime.caption_stage import CaptionStage
 from streamcap.runtime.clock import RealClock, SimulatedClock
@@ -93,15 +94,20 @@ def _value(text: str) -> Any:
 
 
 def build_config(language: str | None, settings: list[str]) -> LiveConfig:
-    """LiveConfig with ``name=value`` overrides (policy fields by name or ``policy.name``)."""
+    """LiveConfig with ``name=value`` overrides (policy fields by name or ``policy.name``,
+    segmenter fields as ``segmenter.name``)."""
     live: dict[str, Any] = {}
     policy: dict[str, Any] = {}
+    segmenter: dict[str, Any] = {}
     policy_names = {f.name for f in fields(PolicyConfig)}
     live_names = {f.name for f in fields(LiveConfig)}
+    segmenter_names = {f.name for f in fields(SegmenterConfig)}
     for item in settings:
         name, _, raw = item.partition("=")
         name = name.strip().removeprefix("policy.")
-        if name in policy_names:
+        if name.removeprefix("segmenter.") in segmenter_names and name.startswith("segmenter."):
+            segmenter[name.removeprefix("segmenter.")] = _value(raw)
+        elif name in policy_names:
             policy[name] = _value(raw)
         elif name in live_names:
             live[name] = _value(raw)
@@ -110,7 +116,12 @@ def build_config(language: str | None, settings: list[str]) -> LiveConfig:
     # "auto" (or "none"): detect once per stream and keep it; "auto-each": every utterance
     code, lock = split_language(None if language in (None, "auto", "none") else language)
     base = LiveConfig(language=code, lock_language=lock)
-    return replace(base, policy=replace(base.policy, **policy), **live)
+    return replace(
+        base,
+        policy=replace(base.policy, **policy),
+        segmenter=replace(base.segmenter, **segmenter),
+        **live,
+    )
 
 
 # --------------------------------------------------------------------------- run
@@ -276,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="simulated clock charges wall time, or the worker thread's CPU time "
                     "(steadier on a machine shared with other jobs)")  # fmt: skip
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="override a LiveConfig/PolicyConfig field (repeatable)")  # fmt: skip
+                    help="override a LiveConfig/PolicyConfig field, or segmenter.NAME "
+                    "(repeatable)")  # fmt: skip
     ap.add_argument("--vad", choices=("webrtc", "silero"), default="webrtc",
                     help="the segmenter's voice detector")  # fmt: skip
     ap.add_argument("--no-offline", action="store_true", help="skip the offline WER baseline")
