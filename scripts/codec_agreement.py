@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     total = differ = pauses = 0
     ends = ends_unmatched = ends_differ = 0
-    rerun_differ = 0
+    finals = rerun_differ = 0
     finals_of = caption_runner(args.set) if args.captions else None
     lang = languages()
     with tempfile.TemporaryDirectory() as tmp:
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             if finals_of is not None:
                 code = lang.get(f.stem, "auto")
                 a, b, again = (finals_of(x, code) for x in (audio, copy, audio))
-                total += len(a)
+                finals += len(a)
                 rerun_differ += again != a
                 if a != b:
                     differ += 1
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{f.stem}: utterance ends {xa} vs {xb}")
     if finals_of is not None:
         print(
-            f"{len(files)} files, {total} finals in the originals; the AAC copy's finals differ"
+            f"{len(files)} files, {finals} finals in the originals; the AAC copy's finals differ"
             f" in {differ} files; the original replayed again differs in {rerun_differ}"
         )
         return 0

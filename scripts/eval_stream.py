@@ -105,8 +105,9 @@ def build_config(language: str | None, settings: list[str]) -> LiveConfig:
     for item in settings:
         name, _, raw = item.partition("=")
         name = name.strip().removeprefix("policy.")
-        if name.removeprefix("segmenter.") in segmenter_names and name.startswith("segmenter."):
-            segmenter[name.removeprefix("segmenter.")] = _value(raw)
+        field = name.removeprefix("segmenter.")
+        if field != name and field in segmenter_names:
+            segmenter[field] = _value(raw)
         elif name in policy_names:
             policy[name] = _value(raw)
         elif name in live_names:
@@ -289,14 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a LiveConfig/PolicyConfig field, or segmenter.NAME "
                     "(repeatable)")  # fmt: skip
-    ap.add_argument("--vad", choices=("webrtc", "silero"), default="webrtc",
-                    help="the segmenter's voice detector")  # fmt: skip
+    ap.add_argument("--vad", choices=("webrtc", "silero"), default=None,
+                    help="the segmenter's voice detector (default webrtc; the same as "
+                    "--set segmenter.vad=NAME)")  # fmt: skip
     ap.add_argument("--no-offline", action="store_true", help="skip the offline WER baseline")
     ap.add_argument("--no-check", action="store_true", help="skip the exactness check")
     args = ap.parse_args(argv)
 
-    config = build_config(args.language, args.set)
-    config = replace(config, segmenter=replace(config.segmenter, vad=args.vad))
+    vad = [f"segmenter.vad={args.vad}"] if args.vad else []
+    config = build_config(args.language, args.set + vad)
     norm, norm_name = make_normalizer()
     audio = load_audio(args.audio)
     if args.gain != 1.0:
