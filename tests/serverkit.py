@@ -228,10 +228,15 @@ class FakeStream:
         if "decode-fails" in self.prompt:
             self.errors.append(RuntimeError("the decoder blew up"))
 
+    def pause(self) -> None:
+        pass
+
     def finish(self) -> None:
         pass
 
     def wait_idle(self, timeout: float | None = None) -> bool:
+        if "slow-finish" in self.prompt:  # the last finals take a while (a loaded worker)
+            time.sleep(min(timeout or 3.0, 3.0))
         return True
 
 

@@ -112,3 +112,43 @@ def test_no_file_is_over_the_line_limit() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert not over, f"over {MAX_LINES} lines: {over}"
+
+
+def test_no_import_cycles() -> None:
+    """No two modules of streamcap import each other, even through others or only for typing
+    (issue 36: the last circle ran through a re-export). Tarjan's strongly connected components
+    of grimp's import graph: each must be one module."""
+    import grimp
+
+    graph = grimp.build_graph("streamcap")
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    assert not cycles, cycles

@@ -49,7 +49,7 @@ class TinyWorker(Scheduler):
         self.ran_on.append(threading.current_thread().name)
         outcome = JobOutcome(queued_s=time.perf_counter() - job.submitted)
         try:
-            options, hypothesis = outcome.options, outcome.hypothesis = job.prepared()
+            options, hypothesis = outcome.options, outcome.hypothesis = job.prepared(self.engine)
             t0 = time.perf_counter()
             encoded = self.engine.encode(job.audio, context_s=job.context_s)
             result = self.engine.decode(encoded, options, hypothesis=hypothesis)

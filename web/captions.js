@@ -2,6 +2,22 @@
 // and a line layout that never moves a committed word. Plain ES2020, no build step.
 "use strict";
 
+/** Caption text without explicit bidi embeddings, overrides and isolates (U+202A-U+202E,
+ *  U+2066-U+2069). Text can come from the model, a recording or another server, and a U+202E
+ *  in it would reverse every word after it on the line. Implicit direction is untouched:
+ *  Arabic and Hebrew words still read right to left (isolating each word would not keep that). */
+function withoutBidiControls(text) {
+  return typeof text === "string" ? text.replace(/[\u202a-\u202e\u2066-\u2069]/g, "") : text;
+}
+
+/** The same event with its text cleaned (`withoutBidiControls`); `committed_chars` still
+ *  counts the locked prefix of the cleaned text. */
+function cleanEvent(ev) {
+  if (typeof ev.text !== "string" || !/[\u202a-\u202e\u2066-\u2069]/.test(ev.text)) return ev;
+  const locked = withoutBidiControls(ev.text.slice(0, Math.max(0, ev.committed_chars || 0)));
+  return { ...ev, text: withoutBidiControls(ev.text), committed_chars: locked.length };
+}
+
 /** What a viewer has on screen: committed finals (append-only) and the current partials, one
  *  per speaker (in a room several people may talk at once; `ev.speaker`, "" when unnamed). */
 class CaptionModel {
@@ -23,6 +39,7 @@ class CaptionModel {
     if (!ev || (ev.type !== "partial" && ev.type !== "final") || !Number.isInteger(ev.seq)) {
       return "";
     }
+    ev = cleanEvent(ev);
     let tag = "";
     const epoch = typeof ev.epoch === "string" ? ev.epoch : "";
     if (epoch && this.epoch && epoch !== this.epoch) {
@@ -50,7 +67,12 @@ class CaptionModel {
       return tag + "final";
     }
     const old = this.partials.get(who);
-    if (!old || ev.segment >= old.segment) this.partials.set(who, ev);
+    if (!old || ev.segment >= old.segment) {
+      // A segment has one partial, whoever it is filed under: a partial the voice labeller
+      // names once it knows the voice (or stops naming) replaces the segment's earlier one.
+      for (const [k, p] of this.partials) if (k !== who && p.segment === ev.segment) this.partials.delete(k);
+      this.partials.set(who, ev);
+    }
     return tag + "partial";
   }
 
@@ -149,16 +171,20 @@ class WordClock {
 }
 
 /** Keeps one /captions connection alive: reconnects with backoff and resumes from the last
- *  seq it saw, so nothing is missed. `onEvent(ev)`, `onStatus(state, detail, retryMs)`
- *  (`retryMs`: when the next attempt starts, on a drop). */
+ *  seq it saw, so nothing is missed. `onEvent(ev)`, `onStatus(state, detail, retryMs, opened)`
+ *  (`retryMs`: when the next attempt starts, on a drop; `opened`: whether the connection that
+ *  ended had opened at all: a server that never answered is not one that went away), and
+ *  `onPresence(publishing)`: whether anyone publishes on the stream, from the server's status
+ *  messages (asked for with `status=1`), on connect and whenever it changes. */
 class CaptionConnection {
-  constructor({ server, stream, token, model, onEvent, onStatus }) {
+  constructor({ server, stream, token, model, onEvent, onStatus, onPresence }) {
     this.server = server;
     this.stream = stream;
     this.token = token;
     this.model = model;
     this.onEvent = onEvent || (() => {});
     this.onStatus = onStatus || (() => {});
+    this.onPresence = onPresence || (() => {});
     this.delay = 500;
     this.closed = false;
     this.ws = null;
@@ -172,6 +198,7 @@ class CaptionConnection {
     const q = new URLSearchParams({ stream: this.stream, since: String(this.model.lastSeq) });
     if (this.model.epoch) q.set("epoch", this.model.epoch);
     if (this.token) q.set("token", this.token);
+    q.set("status", "1"); // say whether anyone publishes (a `status` message), not only captions
     return `${this.server}/captions?${q}`;
   }
 
@@ -185,7 +212,11 @@ class CaptionConnection {
       return;
     }
     this.ws = ws;
-    ws.onopen = () => this.onStatus("live", "");
+    let opened = false;
+    ws.onopen = () => {
+      opened = true;
+      this.onStatus("live", "");
+    };
     ws.onmessage = (e) => {
       let ev;
       try {
@@ -200,6 +231,10 @@ class CaptionConnection {
       }
       this.notYet = false;
       this.delay = 500; // data flows: the next drop reconnects quickly again
+      if (ev.type === "status") {
+        if (typeof ev.publishing === "boolean") this.onPresence(ev.publishing);
+        return;
+      }
       this.onEvent(ev);
     };
     ws.onclose = (e) => {
@@ -207,7 +242,7 @@ class CaptionConnection {
       this.ws = null;
       if (this.closed) return;
       const wait = this.retry();
-      this.onStatus("reconnecting", e.code ? `${e.code} ${e.reason || ""}`.trim() : "", wait);
+      this.onStatus("reconnecting", e.code ? `${e.code} ${e.reason || ""}`.trim() : "", wait, opened);
     };
   }
 
@@ -232,13 +267,23 @@ class CaptionConnection {
 }
 
 /** Greedy word wrap done incrementally: committed words are placed once and never move
- *  (a greedy line depends only on the words before it), partial words flow after them. */
+ *  (a greedy line depends only on the words before it), partial words flow after them.
+ *
+ *  `measure(word, cls)` is a word's width in px as drawn in its class (a speaker's name is
+ *  bolder than the words). With `names`, every line that starts with a named speaker's words
+ *  (not with the name itself) keeps room at its start for "Name:": the overlay shows the name
+ *  before the first line on screen of a speaker's caption, also when the line that had it
+ *  has rolled away, and that line must still fit its box (a name put before a line laid out
+ *  without it ran past the box and was cut). Reserving the room when the line is laid out
+ *  keeps every committed word where it was placed. */
 class LineLayout {
-  constructor(measure, maxWidth, keepLines = 40) {
-    this.measure = measure; // word -> px
+  constructor(measure, maxWidth, keepLines = 40, { names = true } = {}) {
+    this.measure = measure; // (word, cls) -> px
     this.maxWidth = maxWidth;
     this.keepLines = keepLines;
-    this.space = measure(" ");
+    this.names = names;
+    this.space = measure(" ", "committed");
+    this.leads = new Map(); // speaker -> px of "Name: " before a line of theirs
     this.clear();
   }
 
@@ -249,10 +294,16 @@ class LineLayout {
     this.openWidth = 0;
   }
 
+  /** The room a line starting with `who`'s word of class `cls` keeps for the name. */
+  _lead(who, cls) {
+    if (!this.names || !who || cls === "speaker") return 0;
+    if (!this.leads.has(who)) this.leads.set(who, this.measure(who + ":", "speaker") + this.space);
+    return this.leads.get(who);
+  }
+
   _place(lines, state, word, cls, color, who, live, time) {
-    const w = this.measure(word);
-    const add = state.line.length ? this.space + w : w;
-    if (state.line.length && state.width + add > this.maxWidth) {
+    const w = this.measure(word, cls);
+    if (state.line.length && state.width + this.space + w > this.maxWidth) {
       lines.push(state.line);
       state.line = [];
       state.width = 0;
@@ -261,8 +312,8 @@ class LineLayout {
     if (who) w2.who = who; // whose words (a name prefixes a speaker's first line on screen)
     if (live) w2.live = true; // a partial's word, laid out after the committed ones
     if (time) w2.time = time; // [start, until] in the speaker's audio seconds (read-along)
+    state.width += state.line.length ? this.space + w : this._lead(who, cls) + w;
     state.line.push(w2);
-    state.width += state.line.length > 1 ? this.space + w : w;
   }
 
   /** Place final words (`cls` "speaker" for a name, with its `color`; `who` spoke them;
@@ -270,7 +321,7 @@ class LineLayout {
   commit(text, cls = "committed", color = "", who = "", times = null) {
     const state = { line: this.open, width: this.openWidth };
     const done = [];
-    text.split(/\s+/).filter(Boolean).forEach((word, i) => {
+    words(text, cls).forEach((word, i) => {
       this._place(done, state, word, cls, color, who, false, times && times[i]);
     });
     this.frozen.push(...done);
@@ -305,7 +356,7 @@ class LineLayout {
         state.width = 0;
         continue;
       }
-      for (const word of (text || "").split(/\s+/).filter(Boolean)) {
+      for (const word of words(text, cls)) {
         this._place(out, state, word, cls, color, who, true);
       }
     }
@@ -314,14 +365,29 @@ class LineLayout {
   }
 }
 
-/** A server error frame as a person should read it: token refusals say which token. */
+/** The words of a layout part: a name ("Speaker 2:") is one, never broken across lines. */
+function words(text, cls) {
+  if (cls === "speaker") return text ? [text] : [];
+  return (text || "").split(/\s+/).filter(Boolean);
+}
+
+/** A server error frame as a person should read it: token refusals say which token, and a
+ *  stream nobody publishes yet (`--unknown-stream reject`) says so in words. */
 function describeError(ev, side) {
   const reason = String(ev.reason || "");
   if (ev.code === 1008 && /token/.test(reason)) {
     const which = /publish/.test(reason) ? "publish" : /view/.test(reason) ? "view" : side;
     return `${which} token missing or wrong (${reason})`;
   }
+  const unknown = ev.code === 1008 && /^unknown stream '(.*)'$/.exec(reason);
+  if (unknown) return waitingFor(unknown[1]);
   return `${reason || "error"} (${ev.code})`;
+}
+
+/** What a viewer of a stream nobody has published on says. */
+function waitingFor(stream) {
+  return `waiting for stream '${stream}': no one is publishing on it yet ` +
+    `(on the mic page: Stream id ${stream}, then Start)`;
 }
 
 /** Page helpers. */
@@ -351,5 +417,5 @@ class SpeakerColors {
 
 window.Streamcap = Object.assign(window.Streamcap || {}, {
   CaptionModel, CaptionConnection, LineLayout, SpeakerColors, WordClock, captionParams,
-  defaultServer, describeError, wordTimes,
+  defaultServer, describeError, waitingFor, withoutBidiControls, wordTimes,
 });

@@ -17,11 +17,16 @@
     },
     want: `${integer ? "a whole number" : "a number"} ${lo}-${hi}`,
   });
+  // Plain colour syntax only: a name, #hex, or a colour function of numbers. CSS.supports
+  // alone is not enough: it is true for any var(...), env(...) or attr(...), and a
+  // `var(--x, url(...))` background would ask for a remote image (only the CSP stopped it).
+  const PLAIN_COLOUR =
+    /^(?:[a-z]{3,30}|#[0-9a-f]{3,8}|(?:rgba?|hsla?|hwb|lab|lch|oklab|oklch)\((?:[\d.\s,/%+-]|e|deg|g?rad|turn|none)*\))$/i;
   const colour = {
     check: (v) => {
       if (v === "none") return "transparent";
       const c = /^[0-9a-f]{3,8}$/i.test(v) ? "#" + v : v;
-      return CSS.supports("color", c) ? c : undefined;
+      return PLAIN_COLOUR.test(c) && CSS.supports("color", c) ? c : undefined;
     },
     want: "a CSS colour (ffcc00, #fc0, rgba(0,0,0,.7), red) or none",
   };

@@ -1,34 +1,77 @@
-"""Audio I/O at the pipeline's edge: files, microphone, raw PCM, resampling.
+"""Audio I/O at the pipeline's edge: files, microphone, raw PCM, resampling, the voice
+detectors' registry (`vad`).
 
 Everything returned here is mono float32 in [-1, 1] at 16 kHz unless a rate is asked for.
+
+The names below are imported from their modules on first use (`streamcap._face`), so importing
+the package loads neither PyAV, soundfile, soxr nor sounddevice. ``resample`` (the function) is
+not among them: its module has the same name, which a package attribute cannot be twice; import
+it from `streamcap.audio.resample`.
 """
 
 from __future__ import annotations
 
-from .errors import AudioError, DeviceNotFoundError, NoMicrophoneError
-from .file import audio_duration, iter_audio_chunks, load_audio
-from .mic import NO_MIC_MESSAGE, InputDevice, MicSource, find_input_device, list_input_devices
-from .pcm import SAMPLE_BYTES, PcmFormat, float_to_pcm, pcm_to_float
-from .resample import TARGET_RATE, StreamResampler, resample, to_mono_float32
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "NO_MIC_MESSAGE",
-    "SAMPLE_BYTES",
-    "TARGET_RATE",
-    "AudioError",
-    "DeviceNotFoundError",
-    "InputDevice",
-    "MicSource",
-    "NoMicrophoneError",
-    "PcmFormat",
-    "StreamResampler",
-    "audio_duration",
-    "find_input_device",
-    "float_to_pcm",
-    "iter_audio_chunks",
-    "list_input_devices",
-    "load_audio",
-    "pcm_to_float",
-    "resample",
-    "to_mono_float32",
-]
+from streamcap._face import lazy_face
+
+if TYPE_CHECKING:  # what the names are, for type checkers; imported on first use at run time
+    from streamcap.audio.errors import AudioError as AudioError
+    from streamcap.audio.errors import DeviceNotFoundError as DeviceNotFoundError
+    from streamcap.audio.errors import NoMicrophoneError as NoMicrophoneError
+    from streamcap.audio.file import audio_duration as audio_duration
+    from streamcap.audio.file import iter_audio_chunks as iter_audio_chunks
+    from streamcap.audio.file import load_audio as load_audio
+    from streamcap.audio.mic import NO_MIC_MESSAGE as NO_MIC_MESSAGE
+    from streamcap.audio.mic import InputDevice as InputDevice
+    from streamcap.audio.mic import MicSource as MicSource
+    from streamcap.audio.mic import find_input_device as find_input_device
+    from streamcap.audio.mic import list_input_devices as list_input_devices
+    from streamcap.audio.pcm import SAMPLE_BYTES as SAMPLE_BYTES
+    from streamcap.audio.pcm import PcmFormat as PcmFormat
+    from streamcap.audio.pcm import float_to_pcm as float_to_pcm
+    from streamcap.audio.pcm import pcm_to_float as pcm_to_float
+    from streamcap.audio.resample import TARGET_RATE as TARGET_RATE
+    from streamcap.audio.resample import StreamResampler as StreamResampler
+    from streamcap.audio.resample import to_mono_float32 as to_mono_float32
+    from streamcap.audio.vad import UnknownVad as UnknownVad
+    from streamcap.audio.vad import VadFactory as VadFactory
+    from streamcap.audio.vad import VadUnavailable as VadUnavailable
+    from streamcap.audio.vad import check_vad as check_vad
+    from streamcap.audio.vad import describe_vad as describe_vad
+    from streamcap.audio.vad import make_vad as make_vad
+    from streamcap.audio.vad import register_vad as register_vad
+    from streamcap.audio.vad import vad_names as vad_names
+
+#: public name -> the module of this package that defines it
+_EXPORTS = {
+    "AudioError": "errors",
+    "DeviceNotFoundError": "errors",
+    "NoMicrophoneError": "errors",
+    "audio_duration": "file",
+    "iter_audio_chunks": "file",
+    "load_audio": "file",
+    "NO_MIC_MESSAGE": "mic",
+    "InputDevice": "mic",
+    "MicSource": "mic",
+    "find_input_device": "mic",
+    "list_input_devices": "mic",
+    "SAMPLE_BYTES": "pcm",
+    "PcmFormat": "pcm",
+    "float_to_pcm": "pcm",
+    "pcm_to_float": "pcm",
+    "TARGET_RATE": "resample",
+    "StreamResampler": "resample",
+    "to_mono_float32": "resample",
+    "UnknownVad": "vad",
+    "VadFactory": "vad",
+    "VadUnavailable": "vad",
+    "check_vad": "vad",
+    "describe_vad": "vad",
+    "make_vad": "vad",
+    "register_vad": "vad",
+    "vad_names": "vad",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from streamcap.errors import ReportedError
 
+__all__ = ["AudioError", "DeviceNotFoundError", "NoMicrophoneError"]
+
 
 class AudioError(ReportedError):
     """Audio could not be read, decoded or captured."""

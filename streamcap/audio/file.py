@@ -5,12 +5,16 @@ and exact. Everything else (MP3, M4A, MP4/MKV video, WebM, ...) and whatever lib
 open goes through FFmpeg via PyAV. Resampling is soxr HQ. A decoded stream is cut to the audio
 that was encoded (``_Span``): FFmpeg drops an MP4's encoder priming but not the padding of its last
 AAC frame, nor the priming of AAC in a container that does not record it (ADTS ``.aac``, MPEG-TS).
-Every failure a user can cause (missing, empty, corrupt, video-only, zero-length) becomes an
-``AudioError`` with a one-line message.
+Every failure a user can cause (missing, empty, corrupt, video-only, zero-length, a sample rate
+below `MIN_SAMPLE_RATE`) becomes an ``AudioError`` with a one-line message; a file damaged
+part-way gives the audio before the damage, with a warning. Decoded samples meet the wire's rule
+(`pcm.sanitise`: NaN and infinities 0, clipped) before anything else sees them, and resampling
+runs in bounded blocks (`resample.resample_blocks`) whatever the ratio.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -20,8 +24,16 @@ import av
 import numpy as np
 import soundfile as sf
 
+from streamcap.core.constants import MIN_SAMPLE_RATE
+from streamcap.core.safe_text import printable
+
 from .errors import AudioError
-from .resample import TARGET_RATE, StreamResampler, resample
+from .pcm import sanitise
+from .resample import TARGET_RATE, resample, resample_blocks
+
+__all__ = ["audio_duration", "iter_audio_chunks", "load_audio"]
+
+log = logging.getLogger(__name__)
 
 #: Samples per libsndfile read while streaming (about 1-4 s of audio: few calls, little memory).
 _SF_BLOCK = 65536
@@ -60,21 +72,37 @@ def _one_line(err: BaseException) -> str:
     return text or type(err).__name__
 
 
+def _named(p: Path) -> str:
+    """A file's name for a message: what does not print escaped (`core.safe_text.printable`),
+    so that a name holding ESC or a line break cannot drive the terminal or split the line."""
+    return printable(str(p))
+
+
 def _check_path(path: str | os.PathLike[str]) -> Path:
     p = Path(path)
     if not p.exists():
-        raise AudioError(f"audio file not found: {p}")
+        raise AudioError(f"audio file not found: {_named(p)}")
     if p.is_dir():
-        raise AudioError(f"not an audio file (it is a directory): {p}")
+        raise AudioError(f"not an audio file (it is a directory): {_named(p)}")
     try:
         size = p.stat().st_size
     except OSError as e:
-        raise AudioError(f"cannot read {p}: {_one_line(e)}") from e
+        raise AudioError(f"cannot read {_named(p)}: {_one_line(e)}") from e
     if size == 0:
-        raise AudioError(f"empty file (0 bytes): {p}")
+        raise AudioError(f"empty file (0 bytes): {_named(p)}")
     if not os.access(p, os.R_OK):
-        raise AudioError(f"cannot read {p}: permission denied")
+        raise AudioError(f"cannot read {_named(p)}: permission denied")
     return p
+
+
+def _check_rate(p: Path, rate: float) -> None:
+    """AudioError for a rate below the floor: no speech lives there, and it is what a broken
+    or hostile header says (1 Hz made 49 hours of the JFK clip's 11 s, red team bug 9)."""
+    if 0 < rate < MIN_SAMPLE_RATE:
+        raise AudioError(
+            f"cannot decode {_named(p)}: its sample rate is {rate:g} Hz, below the "
+            f"{MIN_SAMPLE_RATE} Hz that speech needs (a broken header?)"
+        )
 
 
 def _open_soundfile(p: Path) -> sf.SoundFile | None:
@@ -86,9 +114,15 @@ def _open_soundfile(p: Path) -> sf.SoundFile | None:
     if p.suffix.lower() not in _SNDFILE_SUFFIXES:
         return None
     try:
-        return sf.SoundFile(str(p))
+        f = sf.SoundFile(str(p))
     except (sf.LibsndfileError, RuntimeError, TypeError, ValueError):
         return None
+    try:
+        _check_rate(p, f.samplerate)
+    except AudioError:
+        f.close()
+        raise
+    return f
 
 
 def _open_av(p: Path) -> tuple[av.container.InputContainer, av.audio.stream.AudioStream]:
@@ -96,24 +130,73 @@ def _open_av(p: Path) -> tuple[av.container.InputContainer, av.audio.stream.Audi
         container = av.open(str(p), mode="r")
     except (av.error.FFmpegError, OSError, ValueError) as e:
         raise AudioError(
-            f"cannot decode {p}: not a readable audio or video file ({_one_line(e)})"
+            f"cannot decode {_named(p)}: not a readable audio or video file ({_one_line(e)})"
         ) from e
     if not container.streams.audio:
         kinds: list[str] = sorted({str(s.type) for s in container.streams}) or ["no streams"]
         container.close()
-        raise AudioError(f"no audio track in {p} (it has: {', '.join(kinds)})")
-    return container, container.streams.audio[0]
+        raise AudioError(f"no audio track in {_named(p)} (it has: {', '.join(kinds)})")
+    stream = container.streams.audio[0]
+    try:
+        _check_rate(p, stream.codec_context.sample_rate or 0)
+    except AudioError:
+        container.close()
+        raise
+    return container, stream
 
 
 def _sf_blocks(f: sf.SoundFile, p: Path) -> Iterator[_Block]:
+    """Mono blocks, sanitised. A read that fails part-way (a FLAC cut short: "flac decoder
+    lost sync") ends the audio there with a warning, keeping every sample decoded before the
+    damage, as a cut WAV or MP3 gives what is there; only a file that decodes nothing is an
+    error."""
     rate = float(f.samplerate)
+    buf = np.empty((_SF_BLOCK, f.channels), dtype=np.float32)
+    pos = 0  # frames yielded so far
     try:
-        for block in f.blocks(blocksize=_SF_BLOCK, dtype="float32", always_2d=True):
-            yield (block.mean(axis=1) if block.shape[1] > 1 else block[:, 0]), rate
-    except (sf.LibsndfileError, RuntimeError) as e:
-        raise AudioError(f"cannot decode {p}: {_one_line(e)}") from e
+        while True:
+            try:
+                n = len(f.read(out=buf))
+            except (sf.LibsndfileError, RuntimeError) as e:
+                n = _frames_before_error(f, pos)
+                if pos + n == 0:
+                    raise AudioError(f"cannot decode {_named(p)}: {_one_line(e)}") from e
+                if n:
+                    yield _mono(buf[:n]), rate
+                _cut_short(p, (pos + n) / rate, f.frames / rate if f.frames > 0 else None, e)
+                return
+            if n:
+                yield _mono(buf[:n]), rate
+                pos += n
+            if n < _SF_BLOCK:
+                return
     finally:
         f.close()
+
+
+def _mono(block: np.ndarray) -> np.ndarray:
+    """A (frames, channels) block as a new mono array, NaN/inf 0 and clipped (`sanitise`)."""
+    x = block.mean(axis=1, dtype=np.float32) if block.shape[1] > 1 else block[:, 0].copy()
+    return sanitise(x)
+
+
+def _frames_before_error(f: sf.SoundFile, pos: int) -> int:
+    """Frames libsndfile decoded into the buffer before a read failed: where it stopped (its
+    position) past where the read began; 0 when it cannot say."""
+    try:
+        n = int(f.tell()) - pos
+    except (sf.LibsndfileError, RuntimeError, ValueError):
+        return 0
+    return n if 0 <= n <= _SF_BLOCK else 0
+
+
+def _cut_short(p: Path, at_s: float, of_s: float | None, err: BaseException) -> None:
+    of = f" of {of_s:.1f} s" if of_s else ""
+    log.warning(
+        "%s: decoding stopped at %.1f s%s (%s): the rest of the file is damaged or missing; "
+        "the audio before it is used",
+        _named(p), at_s, of, _one_line(err),
+    )  # fmt: skip
 
 
 #: AAC-LC's inherent delay: its MDCT frames overlap by 1024 samples, so every LC encoder primes at
@@ -178,6 +261,7 @@ def _av_blocks(
     span = _Span(container, stream)
     bad_packets = 0
     decoded = 0
+    rate = 1.0
     first_error = ""
     try:
         for packet in container.demux(stream):
@@ -203,14 +287,18 @@ def _av_blocks(
                     data = span.cut(f.to_ndarray(), f.sample_rate)
                     if data.shape[-1]:
                         decoded += data.shape[-1]
-                        yield data.mean(axis=0, dtype=np.float32), float(f.sample_rate)
+                        rate = float(f.sample_rate)
+                        yield sanitise(data.mean(axis=0, dtype=np.float32)), rate
     except av.error.FFmpegError as e:
-        raise AudioError(f"cannot decode {p}: {_one_line(e)}") from e
+        if not decoded:
+            raise AudioError(f"cannot decode {_named(p)}: {_one_line(e)}") from e
+        _cut_short(p, decoded / rate, None, e)  # what decoded before the damage is kept
     finally:
         container.close()
     if decoded == 0 and bad_packets:
         raise AudioError(
-            f"cannot decode {p}: corrupt audio ({bad_packets} bad packets, e.g. {first_error})"
+            f"cannot decode {_named(p)}: corrupt audio ({bad_packets} bad packets, e.g. "
+            f"{first_error})"
         )
 
 
@@ -224,20 +312,8 @@ def _open_blocks(path: str | os.PathLike[str]) -> tuple[Path, Iterator[_Block]]:
     return p, _av_blocks(container, stream, p)
 
 
-def _resample_blocks(blocks: Iterator[_Block], out_rate: float) -> Iterator[np.ndarray]:
-    rs: StreamResampler | None = None
-    for block, rate in blocks:
-        if rs is None or rs.in_rate != rate:
-            if rs is not None:
-                yield rs.flush()
-            rs = StreamResampler(rate, out_rate)
-        yield rs.process(block)
-    if rs is not None:
-        yield rs.flush()
-
-
 def _no_samples(p: Path) -> AudioError:
-    return AudioError(f"no audio samples in {p} (zero-length audio)")
+    return AudioError(f"no audio samples in {_named(p)} (zero-length audio)")
 
 
 def load_audio(path: str | os.PathLike[str], sample_rate: int = TARGET_RATE) -> np.ndarray:
@@ -247,19 +323,15 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int = TARGET_RATE) -> 
     """
     p = _check_path(path)
     f = _open_soundfile(p)
-    if f is not None:
-        with f:
-            try:
-                data = f.read(dtype="float32", always_2d=True)
-            except (sf.LibsndfileError, RuntimeError) as e:
-                raise AudioError(f"cannot decode {p}: {_one_line(e)}") from e
-            rate = f.samplerate
-        if data.shape[0] == 0:
+    if f is not None:  # one-shot resampling of the whole file (at most 2x it: the rate floor)
+        rate = f.samplerate
+        blocks = [block for block, _ in _sf_blocks(f, p)]
+        if not blocks:
             raise _no_samples(p)
-        audio = resample(data, rate, sample_rate)
+        audio = resample(np.concatenate(blocks), rate, sample_rate)
     else:
         container, stream = _open_av(p)
-        pieces = list(_resample_blocks(_av_blocks(container, stream, p), sample_rate))
+        pieces = list(resample_blocks(_av_blocks(container, stream, p), sample_rate))
         audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     if audio.size == 0:
         raise _no_samples(p)
@@ -278,7 +350,7 @@ def iter_audio_chunks(
         raise ValueError(f"chunk_s must be positive, got {chunk_s}")
     size = max(1, round(chunk_s * sample_rate))
     p, blocks = _open_blocks(path)
-    return _rechunk(_resample_blocks(blocks, sample_rate), size, lambda: _no_samples(p))
+    return _rechunk(resample_blocks(blocks, sample_rate), size, lambda: _no_samples(p))
 
 
 def _rechunk(

@@ -19,6 +19,8 @@ import numpy as np
 from .errors import AudioError, DeviceNotFoundError, NoMicrophoneError
 from .resample import TARGET_RATE, StreamResampler
 
+__all__ = ["NO_MIC_MESSAGE", "InputDevice", "MicSource", "find_input_device", "list_input_devices"]
+
 NO_MIC_MESSAGE = "no microphone found (no audio input devices); use --mic or check your sound card"
 
 

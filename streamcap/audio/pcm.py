@@ -6,6 +6,8 @@ from typing import Literal
 
 import numpy as np
 
+__all__ = ["SAMPLE_BYTES", "PcmFormat", "float_to_pcm", "pcm_to_float"]
+
 PcmFormat = Literal["pcm_s16le", "f32le"]
 
 #: Bytes per sample of each wire format; the keys are the formats the protocol accepts.
@@ -34,13 +36,21 @@ def pcm_to_float(data: bytes | bytearray | memoryview, fmt: str, channels: int) 
     if fmt == "pcm_s16le":
         audio = np.frombuffer(data, dtype="<i2").astype(np.float32) / np.float32(32768.0)
     else:
-        audio = np.frombuffer(data, dtype="<f4").astype(np.float32)
-        if audio.size and not np.isfinite(audio).all():
-            audio = np.nan_to_num(audio, nan=0.0, posinf=0.0, neginf=0.0)
-        np.clip(audio, -1.0, 1.0, out=audio)
+        audio = sanitise(np.frombuffer(data, dtype="<f4").astype(np.float32))
     if channels > 1:
         audio = audio.reshape(-1, channels).mean(axis=1, dtype=np.float32)
     return audio
+
+
+def sanitise(audio: np.ndarray) -> np.ndarray:
+    """Float audio the model may see: NaN and infinities become 0 (silence: a value, however
+    large, that is no sample at all must not become a full-scale click), everything clipped to
+    [-1, 1]. In place on a writable float32 array, which is returned. The one rule for float
+    audio from outside, wire (`pcm_to_float`) and files (`audio.file`) alike: one NaN sample in
+    a float WAV reached the features and crashed the decoder (red team 2026-12-05, bug 6)."""
+    if audio.size and not np.isfinite(audio).all():
+        np.nan_to_num(audio, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+    return np.clip(audio, -1.0, 1.0, out=audio)
 
 
 def float_to_pcm(audio: np.ndarray, fmt: str = "pcm_s16le") -> bytes:

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from streamcap.core.segmenter import SegmenterConfig, VadFn
 from streamcap.errors import UserError
 
 CHUNK = 512  # samples per model call at 16 kHz (Silero v5+)
@@ -90,11 +89,3 @@ class SileroVad:
                     self.prob = float(self._model(chunk, RATE).item())
         self._buf = buf[n * CHUNK :]
         return self.prob >= self.threshold
-
-
-def make_vad(config: SegmenterConfig) -> VadFn | None:
-    """The VAD the config names: None for webrtc (the segmenter's own default), else a fresh
-    Silero instance (one per stream)."""
-    if config.vad == "silero":
-        return SileroVad(config.silero_threshold)
-    return None

@@ -24,30 +24,61 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from streamcap.cli.common import add_model_flags, load_engine, positive_float, say
+from streamcap.cli.bench_manifest import MANIFEST_HELP, read_manifest
+from streamcap.cli.common import say
+from streamcap.cli.model_options import (
+    DEFAULT_PRECISION,
+    ModelOptions,
+    add_model_flags,
+    transformers_engine,
+)
+from streamcap.cli.numbers import Number, off_or_positive, positive_float
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.policy_config import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S
 from streamcap.errors import UserError
 
 SR = SAMPLE_RATE
 
-MANIFEST_HELP = """\
-manifest: a JSONL file, one JSON object per line (blank lines skipped), one utterance each:
-  {"id": "en_real_jfk", "audio": "wav/en_real_jfk.wav", "text": "And so my fellow ...",
-   "lang": "en", "kind": "real", "duration": 11.0}
-  id        name shown in the per-utterance lines and the --json output (required)
-  audio     audio file, relative to the manifest's folder (required)
-  lang      language code: --lang filters on it; a multilingual model decodes in it
-            (missing: the language is detected)
-  kind      free label, e.g. real or tts: --kind filters on it
-  duration  seconds: --max-duration filters on it (missing: kept)
-  text      the reference transcript: the WER of the final transcripts (after Whisper's
-            normaliser) in the precision comparison; exactness is checked token for token
-            against plain greedy at the same precision instead
-Other fields are ignored. ../shared/eval-dev/manifest.jsonl is one.
-"""
+
+@dataclass(frozen=True)
+class BenchCommand:
+    """Everything the benchmark is asked, built once from its flags (`from_args`): which
+    utterances, how often the growing window is decoded, the encoder context of partial
+    windows (``partial_context_margin`` None: the standard 30 s), and each precision's
+    model (`model` with each of ``precisions``)."""
+
+    manifest: str
+    json_out: str | None = None
+    limit: int = 0  # the first N matching utterances (0: all)
+    lang: str | None = None
+    kind: str | None = None
+    step: float = 1.0  # seconds of audio between live decodes (0: the final only)
+    max_duration: float = 30.0
+    partial_context_margin: float | None = PARTIAL_CONTEXT_MARGIN_S
+    partial_context_min: float = PARTIAL_CONTEXT_MIN_S
+    model: ModelOptions = field(default_factory=ModelOptions)
+    precisions: tuple[str, ...] = (DEFAULT_PRECISION,)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BenchCommand:
+        precisions = tuple(args.precisions)
+        return cls(
+            manifest=args.manifest,
+            json_out=args.json_out,
+            limit=args.limit,
+            lang=args.lang,
+            kind=args.kind,
+            step=args.step,
+            max_duration=args.max_duration,
+            partial_context_margin=args.partial_context_margin,
+            partial_context_min=args.partial_context_min,
+            model=ModelOptions.from_args(args, precision=precisions[0]),
+            precisions=precisions,
+        )
 
 
 def windows(duration: float, step: float) -> list[float]:
@@ -59,13 +90,17 @@ def windows(duration: float, step: float) -> list[float]:
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     add_bench_arguments(p)
-    p.set_defaults(func=run_bench)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command's edge: its flags become `BenchCommand`, which is all that goes on."""
+    return run_bench(BenchCommand.from_args(args))
 
 
 def add_bench_arguments(ap: argparse.ArgumentParser) -> None:
     """The benchmark's flags, the model group included (shared with `streamcap bench`)."""
-    from streamcap.core.policy import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S
-
+    d = BenchCommand(manifest="")
     ap.epilog = MANIFEST_HELP
     g = ap.add_argument_group("benchmark")
     g.add_argument(
@@ -78,36 +113,40 @@ def add_bench_arguments(ap: argparse.ArgumentParser) -> None:
         help="also write the results here as JSON (default: print only)",
     )
     g.add_argument(
-        "--limit", type=int, default=0, metavar="N", help="first N matching utterances (0 = all)"
+        "--limit",
+        type=Number(int, low=0),
+        default=d.limit,
+        metavar="N",
+        help="first N matching utterances (0 = all)",
     )
     g.add_argument("--lang", metavar="CODE", help="only utterances of this language (default: all)")
     g.add_argument("--kind", help="only utterances of this kind, e.g. real or tts (default: all)")
     g.add_argument(
         "--step",
-        type=float,
-        default=1.0,
+        type=off_or_positive,
+        default=d.step,
         metavar="S",
         help="seconds of audio between live decodes of the growing window (0 = final only)",
     )
     g.add_argument(
         "--max-duration",
         type=positive_float,
-        default=30.0,
+        default=d.max_duration,
         metavar="S",
         help="skip utterances longer than this",
     )
     g.add_argument(
         "--partial-context-margin",
-        type=float,
-        default=PARTIAL_CONTEXT_MARGIN_S,
+        type=Number(float, low=0),
+        default=d.partial_context_margin,
         metavar="S",
         help="encode partial windows (not the final) with an audio context of their length "
         "plus this margin, as the live pipeline does; all columns share that encoder output",
     )
     g.add_argument(
         "--partial-context-min",
-        type=float,
-        default=PARTIAL_CONTEXT_MIN_S,
+        type=Number(float, low=0),
+        default=d.partial_context_min,
         metavar="S",
         help="shortest audio context of a partial window",
     )
@@ -129,71 +168,39 @@ def main(argv: list[str] | None = None) -> int:
     add_bench_arguments(ap)
     args = ap.parse_args(argv)
     try:
-        return run_bench(args)
+        return run_bench(BenchCommand.from_args(args))
     except UserError as e:
         ap.exit(1, f"{ap.prog}: error: {e}\n")
 
 
-def read_manifest(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The manifest's utterances that pass the filters; UserError on a missing or bad file."""
-    path = Path(args.manifest)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise UserError(f"cannot read --manifest {path}: {e.strerror or e}") from None
-    items = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{n}: not JSON ({e.msg})") from None
-        if not isinstance(item, dict) or "id" not in item or "audio" not in item:
-            raise UserError(f'{path}:{n}: each line needs an object with "id" and "audio"')
-        items.append(item)
-    items = [
-        d
-        for d in items
-        if (args.lang is None or d.get("lang") == args.lang)
-        and (args.kind is None or d.get("kind") == args.kind)
-        and d.get("duration", 0) <= args.max_duration
-    ]
-    if args.limit:
-        items = items[: args.limit]
-    if not items:
-        raise UserError(f"no utterances in {path} match --lang / --kind / --max-duration")
-    for d in items:
-        audio = path.parent / d["audio"]
-        if not audio.is_file():
-            raise UserError(f"{path}: audio of {d['id']!r} not found: {audio}")
-    return items
-
-
-def run_bench(args: argparse.Namespace) -> int:
+def run_bench(cmd: BenchCommand) -> int:
     """Each ``--precision`` in turn (a model load each), then the precisions compared."""
     from streamcap.cli.bench_compare import require_wer
     from streamcap.models.loader import choose_placement
 
     require_wer()
-    items = read_manifest(args)  # before the model loads
-    precisions = list(getattr(args, "precisions", None) or [getattr(args, "precision", "auto")])
-    for precision in precisions:  # a precision this machine cannot run fails before any load
-        choose_placement(getattr(args, "device", "auto") or "auto", precision)
+    items = read_manifest(  # before the model loads
+        Path(cmd.manifest),
+        lang=cmd.lang,
+        kind=cmd.kind,
+        max_duration=cmd.max_duration,
+        limit=cmd.limit,
+    )
+    for precision in cmd.precisions:  # a precision this machine cannot run fails before a load
+        choose_placement(cmd.model.device, precision)
     runs = []
-    for precision in precisions:
-        if len(precisions) > 1:
+    for precision in cmd.precisions:
+        if len(cmd.precisions) > 1:
             say(f"--- precision {precision}")
-        run_args = argparse.Namespace(**{**vars(args), "precision": precision})
-        runs.append(_bench_one(run_args, items))
+        runs.append(_bench_one(cmd, replace(cmd.model, precision=precision), items))
         print()
     from streamcap.cli.bench_compare import compare_ct2, compare_precisions, print_comparison
 
     compare = compare_precisions(runs, items)
     print_comparison(compare)
-    others = compare_ct2(args, runs, items)
+    others = compare_ct2(cmd.model.model, runs, items)
     identical = all(r["identical"] for r in runs)
-    if args.json_out:
+    if cmd.json_out:
         for r in runs:
             r.pop("_decodes", None)
             r.pop("_ct2", None)
@@ -201,12 +208,14 @@ def run_bench(args: argparse.Namespace) -> int:
         out["precision_comparison"] = compare
         if others is not None:
             out["ctranslate2_comparison"] = others
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(out, indent=2))
+        Path(cmd.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(cmd.json_out).write_text(json.dumps(out, indent=2))
     return 0 if identical else 1
 
 
-def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[str, Any]:
+def _bench_one(
+    cmd: BenchCommand, model: ModelOptions, items: list[dict[str, Any]]
+) -> dict[str, Any]:
     """One precision: every utterance replayed live, each decode checked token for token."""
     import torch
 
@@ -215,8 +224,8 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
     from streamcap.decoding.guard import LoopGuard
     from streamcap.decoding.reference import reference_decode
 
-    base = Path(args.manifest).parent
-    engine = load_engine(args)
+    base = Path(cmd.manifest).parent
+    engine = transformers_engine(model, "bench")
     torch.set_grad_enabled(False)
 
     warm = load_audio(base / items[0]["audio"])[: 2 * SR]
@@ -225,7 +234,7 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
         reference_decode(engine.decoder, enc.enc, DecodingOptions(language="en"), enc.duration_s)
         engine.decode(enc, DecodingOptions(language="en"), drafter="none")
 
-    cols = ["plain", "loop", "spec"] + (["hf_assist", "model"] if args.assistant else [])
+    cols = ["plain", "loop", "spec"] + (["hf_assist", "model"] if model.assistant else [])
     totals = {c: 0.0 for c in cols}
     passes = {"plain": 0, "loop": 0, "spec": 0, "model": 0}
     drafted = accepted = decodes = 0
@@ -240,12 +249,12 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
         opts = DecodingOptions(language=item.get("lang") if engine.multilingual else None)
         prev: tuple[int, ...] = ()
         row = {c: 0.0 for c in cols} | {"id": item["id"], "decodes": 0, "identical": True}
-        ends = windows(len(audio) / SR, args.step)
+        ends = windows(len(audio) / SR, cmd.step)
         item_decodes: list[tuple[int, ...]] = []
         for i, end in enumerate(ends):
             context = None
-            if args.partial_context_margin is not None and i < len(ends) - 1:
-                context = max(args.partial_context_min, end + args.partial_context_margin)
+            if cmd.partial_context_margin is not None and i < len(ends) - 1:
+                context = max(cmd.partial_context_min, end + cmd.partial_context_margin)
             enc = engine.encode(audio[: int(end * SR)], context_s=context)
             encoder_s += enc.encoder_s
             ref, ref_stats = reference_decode(engine.decoder, enc.enc, opts, enc.duration_s)
@@ -262,7 +271,7 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
             passes["spec"] += spec.stats.forward_passes
             drafted += spec.stats.drafted
             accepted += spec.stats.accepted
-            if args.assistant:
+            if model.assistant:
                 t0 = time.perf_counter()
                 hf, _ = reference_decode(
                     engine.decoder,
@@ -302,12 +311,12 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
             flush=True,
         )
     result = {
-        "model": args.model,
-        "assistant": args.assistant,
+        "model": model.model,
+        "assistant": model.assistant,
         "device": engine.placement.device,
         "precision": engine.precision,
-        "step": args.step,
-        "partial_context_margin": args.partial_context_margin,
+        "step": cmd.step,
+        "partial_context_margin": cmd.partial_context_margin,
         "identical": identical,
         "utterances": len(items),
         "decodes": decodes,
@@ -332,7 +341,7 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
         "_decodes": all_decodes,  # for the precision comparison; not written to --json
         "_ct2": (ct2_inputs, engine.spec.tokenizer, engine.spec.eot),  # nor this
     }
-    if args.assistant:
+    if model.assistant:
         result["hf_assisted_decoder_s"] = round(totals["hf_assist"], 3)
         result["model_drafter_decoder_s"] = round(totals["model"], 3)
         result["main_forward_passes_model"] = passes["model"]
@@ -345,7 +354,7 @@ def _bench_one(args: argparse.Namespace, items: list[dict[str, Any]]) -> dict[st
         ("speculative (hypothesis)", "spec", "spec"),
     ] + (
         [("HF assisted generate", "hf_assist", None), ("speculative (model)", "model", "model")]
-        if args.assistant
+        if model.assistant
         else []
     ):
         pp = f"{passes[p]:9d}" if p else f"{'':>9s}"

@@ -3,7 +3,6 @@ finals against CTranslate2 (`bench_ct2`), with the WER of the final transcripts.
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
@@ -90,17 +89,18 @@ def _wer(wer: float | None) -> str:
 
 
 def compare_ct2(
-    args: argparse.Namespace, runs: list[dict[str, Any]], items: list[dict[str, Any]]
+    model: str, runs: list[dict[str, Any]], items: list[dict[str, Any]]
 ) -> list[dict[str, Any]] | None:
     """Each clip's final in streamcap (each precision) against CTranslate2 int8 and fp32 on
-    the same log-mel features and threads (`bench_ct2`): seconds, ratio and WER."""
+    the same log-mel features and threads (`bench_ct2`; `model`: the --model): seconds, ratio
+    and WER."""
     import torch
 
     from streamcap.cli.bench_ct2 import run_ct2
 
     inputs, tokenizer, eot = runs[0]["_ct2"]
     res = run_ct2(
-        args.model,
+        model,
         inputs,
         torch.get_num_threads(),
         lambda ids: tokenizer.decode(ids, skip_special_tokens=True),

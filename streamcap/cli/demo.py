@@ -11,28 +11,58 @@ import argparse
 import asyncio
 import contextlib
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamcap.cli.common import add_model_flags
-from streamcap.cli.serve import (
-    add_server_flags,
-    check_start,
-    run_until_signal,
-    server_config,
-    start_worker,
-)
+from streamcap.cli.live_options import live_config
+from streamcap.cli.model_options import ModelOptions, TaskOptions, add_model_flags
+from streamcap.cli.serve import add_server_flags, run_until_signal, start_worker
+from streamcap.cli.serve_setup import check_start, server_config_from_args
+from streamcap.core.capacity import CapacityConfig
 from streamcap.core.constants import BUNDLED_SAMPLE, SAMPLE_RATE
+from streamcap.core.live_config import LiveConfig
+from streamcap.server.config import ServerConfig
 
 if TYPE_CHECKING:
     from streamcap.runtime.worker_api import Worker
-    from streamcap.server.config import ServerConfig
+
+#: The demo's server listens on any free port unless --port says.
+DEMO_PORT = 0
+DEMO_STREAM = "demo"
+
+
+@dataclass(frozen=True)
+class DemoCommand:
+    """Everything `streamcap demo` is asked, built once from its flags (`from_args`)."""
+
+    server: ServerConfig = field(default_factory=lambda: ServerConfig(port=DEMO_PORT))
+    model: ModelOptions = field(default_factory=ModelOptions)
+    task: TaskOptions = field(default_factory=TaskOptions)
+    live: LiveConfig = field(default_factory=LiveConfig)
+    stream: str = DEMO_STREAM
+    sample: Path = BUNDLED_SAMPLE
+    keep_serving: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DemoCommand:
+        model = ModelOptions.from_args(args)
+        task = TaskOptions.from_args(args)
+        return cls(
+            server=server_config_from_args(args, demo=True),
+            model=model,
+            task=task,
+            live=live_config(prompt=task.prompt),
+            stream=args.stream,
+            sample=args.sample,
+            keep_serving=args.keep_serving,
+        )
 
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
-    add_server_flags(p, 0)
+    add_server_flags(p, DEMO_PORT)
     g = p.add_argument_group("demo")
-    g.add_argument("--stream", default="demo", help="stream id")
+    g.add_argument("--stream", default=DEMO_STREAM, help="stream id")
     g.add_argument(
         "--sample",
         type=Path,
@@ -49,38 +79,38 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The command's edge: its flags become `DemoCommand`, which is all that goes on."""
+    return demo(DemoCommand.from_args(args))
+
+
+def demo(cmd: DemoCommand) -> int:
     from rich.console import Console
 
     from streamcap.audio import load_audio
 
-    audio = load_audio(args.sample)  # fails early and clearly on a bad file
-    config = server_config(args, demo=True)
-    check_start(config)
+    audio = load_audio(cmd.sample)  # fails early and clearly on a bad file
+    config = check_start(cmd.server)
     out = Console()
-    worker = start_worker(args)
+    worker = start_worker(cmd.model, cmd.task, CapacityConfig())
     try:
-        return asyncio.run(_demo(config, worker, audio, args, out))
+        return asyncio.run(_demo(config, worker, audio, cmd, out))
     finally:
         worker.stop()
 
 
 async def _demo(
-    config: ServerConfig, worker: Worker, audio: Any, args: argparse.Namespace, out: Any
+    config: ServerConfig, worker: Worker, audio: Any, cmd: DemoCommand, out: Any
 ) -> int:
     from rich.text import Text
 
-    from streamcap.cli.common import live_config, prompt_of
     from streamcap.server.app import CaptionServer
     from streamcap.server.client import publish, watch, ws_url
-    from streamcap.server.config import live_stream_factory
 
-    config_live = live_config(prompt=prompt_of(args))
-    factory = live_stream_factory(worker, config_live, config.default_language)
-    server = CaptionServer(config, worker, factory)
+    server = CaptionServer(config, worker, live=cmd.live)
     await server.start()
-    stream = args.stream
+    stream = cmd.stream
     out.print(f"[bold]streamcap demo[/]: server on {server.url('/')}")
-    until = "" if args.keep_serving else "  (up until the sample ends; or --keep-serving)"
+    until = "" if cmd.keep_serving else "  (up until the sample ends; or --keep-serving)"
     overlay = f"{server.url('/overlay')}?stream={stream}"
     out.print(f"overlay: [link]{overlay}[/link]{until}", soft_wrap=True)
     base = server.url("", websocket=True)
@@ -111,7 +141,7 @@ async def _demo(
 
     watcher = asyncio.create_task(viewer())
     seconds = len(audio) / SAMPLE_RATE
-    out.print(f"replaying {args.sample.name} ({seconds:.1f} s) as live stream {stream!r}...")
+    out.print(f"replaying {cmd.sample.name} ({seconds:.1f} s) as live stream {stream!r}...")
     t0 = time.monotonic()
     try:
         await publish(ws_url(base, "ingest", stream), audio, SAMPLE_RATE)
@@ -125,7 +155,7 @@ async def _demo(
             f"[green]done[/]: {len(finals)} final caption(s) in {time.monotonic() - t0:.1f} s "
             f"for {seconds:.1f} s of audio"
         )
-        if args.keep_serving:
+        if cmd.keep_serving:
 
             def ready() -> None:
                 out.print(f"still serving on {server.url('/')} — Ctrl-C to stop")

@@ -18,19 +18,24 @@ import signal
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamcap.cli.common import (
+from streamcap.cli.common import say
+from streamcap.cli.live_options import (
+    SPEAKERS_OFF,
+    LiveOptions,
     add_guard_flags,
     add_live_flags,
-    add_model_flags,
     add_vad_flag,
-    live_config_of,
-    positive_float,
-    say,
     speaker_stage,
+    speakers_from_args,
 )
-from streamcap.cli.outputs import Writers, add_output_flags, plan_outputs
+from streamcap.cli.model_options import ModelOptions, TaskOptions, add_model_flags
+from streamcap.cli.numbers import Number, positive_float
+from streamcap.cli.outputs import OutputOptions, Writers, add_output_flags, plan_outputs
+from streamcap.core.constants import MIN_SAMPLE_RATE
+from streamcap.core.safe_text import typeable
 from streamcap.errors import UserError
 
 if TYPE_CHECKING:
@@ -57,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     g.add_argument("--list-devices", action="store_true", help="list microphones and exit")
     g.add_argument(
         "--capture-rate",
-        type=positive_float,
+        type=Number(float, low=MIN_SAMPLE_RATE),
         metavar="HZ",
         help="capture sample rate (default: the device's own; resampled to 16 kHz)",
     )
@@ -76,7 +81,45 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     p.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class DictateCommand:
+    """Everything `streamcap dictate` is asked, built once from its flags (`from_args`)."""
+
+    list_devices: bool = False
+    type_finals: bool = False  # --type
+    mic: str | None = None  # an index or part of a name (None: the system's)
+    capture_rate: float | None = None  # None: the device's own
+    duration: float | None = None  # seconds of audio (None: until Ctrl-C)
+    outputs: OutputOptions = field(default_factory=OutputOptions)
+    model: ModelOptions = field(default_factory=ModelOptions)
+    task: TaskOptions = field(default_factory=TaskOptions)
+    live: LiveOptions = field(default_factory=LiveOptions)
+    speakers: str = SPEAKERS_OFF
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> DictateCommand:
+        model = ModelOptions.from_args(args)
+        task = TaskOptions.from_args(args)
+        return cls(
+            list_devices=args.list_devices,
+            type_finals=args.type_finals,
+            mic=args.mic,
+            capture_rate=args.capture_rate,
+            duration=args.duration,
+            outputs=OutputOptions.from_args(args, folders=False),
+            model=model,
+            task=task,
+            live=LiveOptions.from_args(args, task),
+            speakers=speakers_from_args(args),
+        )
+
+
 def run(args: argparse.Namespace) -> int:
+    """The command's edge: its flags become `DictateCommand`, which is all that goes on."""
+    return dictate(DictateCommand.from_args(args))
+
+
+def dictate(cmd: DictateCommand) -> int:
     """Live captions from the microphone until Ctrl-C (or --duration)."""
     from streamcap.audio import (
         MicSource,
@@ -85,17 +128,17 @@ def run(args: argparse.Namespace) -> int:
         list_input_devices,
     )
 
-    if args.list_devices:
+    if cmd.list_devices:
         devices = list_input_devices()
         if not devices:
             raise NoMicrophoneError("no microphone found (no audio input devices)")
         for d in devices:
             print(d)
         return 0
-    typist = Typist.for_session(os.environ) if args.type_finals else None  # before the model
-    device = find_input_device(args.mic)  # NoMicrophoneError before the model loads
-    [outputs] = plan_outputs(["dictation"], args.output, None, folders=False)
-    config = live_config_of(args)
+    typist = Typist.for_session(os.environ) if cmd.type_finals else None  # before the model
+    device = find_input_device(cmd.mic)  # NoMicrophoneError before the model loads
+    [outputs] = plan_outputs(["dictation"], cmd.outputs.outputs, None, folders=False)
+    config = cmd.live.config
 
     from streamcap.cli.live import LiveLines, ready_engine
     from streamcap.core.captions import CaptionLog
@@ -103,18 +146,20 @@ def run(args: argparse.Namespace) -> int:
     from streamcap.runtime.stream import LiveStream
     from streamcap.runtime.worker import InferenceWorker
 
-    engine = ready_engine(args, config)
+    engine = ready_engine(cmd.model, cmd.task, config)
     worker = InferenceWorker(engine).start()
     log = CaptionLog("mic")  # the sink numbers the stream's events
     captions: queue.Queue[CaptionEvent] = queue.Queue()
     stop = threading.Event()
     clock = RealClock()
-    stream = LiveStream("mic", worker, captions.put, config, clock, speaker_stage(args, clock))
-    mic = MicSource(device.index, capture_rate=args.capture_rate, chunk_s=0.05)
+    stream = LiveStream(
+        "mic", worker, captions.put, config, clock, speaker_stage(cmd.speakers, clock)
+    )
+    mic = MicSource(device.index, capture_rate=cmd.capture_rate, chunk_s=0.05)
     previous = _on_sigint(stop)
     status = 0
     try:
-        with Writers(outputs) as writers, LiveLines(not args.no_partials) as display:
+        with Writers(outputs) as writers, LiveLines(cmd.live.partials) as display:
 
             def drain() -> None:
                 while True:
@@ -139,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
                     break
                 stream.feed(chunk)
                 drain()
-                if args.duration is not None and stream.fed_s >= args.duration:
+                if cmd.duration is not None and stream.fed_s >= cmd.duration:
                     break
             mic.stop()
             for rest in _remaining(mic):
@@ -221,8 +266,10 @@ class Typist:
             )
 
     def type(self, text: str) -> None:
-        """Queue one final for typing (empty ones are skipped)."""
-        text = " ".join(text.split())
+        """Queue one final for typing (empty ones are skipped). Only what shows is typed
+        (`core.safe_text.typeable`): a control character in a final would be a key press
+        (ESC, BackSpace, DEL: xdotool presses them), a bidi override would reorder the rest."""
+        text = typeable(text)
         if text:
             self._queue.put(text + " ")
 

@@ -10,29 +10,41 @@ line.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamcap.cli.common import (
-    live_config_of,
-    load_engine,
-    say,
-    speaker_stage,
-)
+from streamcap.cli.common import say
+from streamcap.cli.live_options import LiveOptions, speaker_stage
+from streamcap.cli.model_options import load_engine
 from streamcap.cli.outputs import Writers, cue_style_of, plan_outputs
 
 if TYPE_CHECKING:
+    from streamcap.cli.model_options import ModelOptions, TaskOptions
+    from streamcap.cli.outputs import CueOptions, OutputOptions
     from streamcap.core.captions import Caption, CaptionEvent
-    from streamcap.runtime.engine import Engine
-    from streamcap.runtime.live_config import LiveConfig
+    from streamcap.core.live_config import LiveConfig
+    from streamcap.runtime.engine_api import InferenceEngine
 
+#: ``--chunk`` and ``--clock`` of `transcribe --live`.
 DEFAULT_CHUNK_S = 0.1
+CLOCKS = ("simulated", "real")
+DEFAULT_CLOCK = "simulated"
 
 
-def ready_engine(args: argparse.Namespace, config: LiveConfig) -> Engine:
+@dataclass(frozen=True)
+class ReplayOptions:
+    """`transcribe --live`: the live pipeline's options, and how the file is fed to it (the
+    clock, the seconds of audio per feed)."""
+
+    live: LiveOptions = field(default_factory=LiveOptions)
+    clock: str = DEFAULT_CLOCK
+    chunk_s: float = DEFAULT_CHUNK_S
+
+
+def ready_engine(model: ModelOptions, task: TaskOptions, config: LiveConfig) -> InferenceEngine:
     """Load the model (`load_engine`) and warm it up: the first calls pick kernels and
     allocate (~1 s), a cost to pay before audio flows, not on the first caption."""
     import numpy as np
@@ -41,7 +53,7 @@ def ready_engine(args: argparse.Namespace, config: LiveConfig) -> Engine:
     from streamcap.core.decode_types import DecodingOptions
     from streamcap.runtime.worker import encode_window
 
-    engine = load_engine(args)
+    engine = load_engine(model, task)
     clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
     opts = DecodingOptions(language=config.language if engine.multilingual else None)
     engine.decode(encode_window(engine, clip, None), opts)
@@ -123,29 +135,39 @@ class LiveLines:
             print(line, flush=True)
 
 
-def run_transcribe_live(args: argparse.Namespace) -> int:
-    """Replay ``args.files[0]``: print partials and finals with their times, write finals."""
+def run_transcribe_live(
+    path: str,
+    options: ReplayOptions,
+    outputs: OutputOptions,
+    cues: CueOptions,
+    model: ModelOptions,
+    task: TaskOptions,
+    speakers: str,
+) -> int:
+    """Replay the file at `path`: print partials and finals with their times, write finals."""
     from streamcap.audio import iter_audio_chunks
+
+    [targets] = plan_outputs([path], outputs.outputs, outputs.formats)
+    style = cue_style_of(cues, [targets])
+    config = options.live.config
+    chunk_s = options.chunk_s
+    chunks = iter_audio_chunks(path, chunk_s=chunk_s)  # AudioError now on a bad file
+    first = next(chunks)
+
+    # the runtime (torch) only once the file opened: a bad one costs a fraction of a second
     from streamcap.core.captions import CaptionLog
     from streamcap.runtime.clock import RealClock, SimulatedClock
     from streamcap.runtime.replay import replay
     from streamcap.runtime.stream import LiveStream
     from streamcap.runtime.worker import InferenceWorker
 
-    path = args.files[0]  # one file: `transcribe.check_flags` saw to it
-    [outputs] = plan_outputs([path], args.output, args.format)
-    style = cue_style_of(args, [outputs])
-    config = live_config_of(args)
-    chunk_s = args.chunk or DEFAULT_CHUNK_S
-    chunks = iter_audio_chunks(path, chunk_s=chunk_s)  # AudioError now on a bad file
-    first = next(chunks)
-    engine = ready_engine(args, config)
-    simulated = (args.clock or "simulated") == "simulated"
+    engine = ready_engine(model, task, config)
+    simulated = options.clock == "simulated"
     clock = SimulatedClock() if simulated else RealClock()
     worker = InferenceWorker(engine)
     log = CaptionLog("file")  # the sink numbers the stream's events
-    lines = LiveLines(not args.no_partials, partial_lines=True)
-    with Writers(outputs, style=style) as writers, lines:
+    lines = LiveLines(options.live.partials, partial_lines=True)
+    with Writers(targets, style=style) as writers, lines:
         stream: LiveStream
 
         def on_caption(event: CaptionEvent) -> None:
@@ -153,7 +175,7 @@ def run_transcribe_live(args: argparse.Namespace) -> int:
             writers.write(cap)
             lines.show(cap, caption_head(cap, stream.now()))
 
-        stage = speaker_stage(args, clock)
+        stage = speaker_stage(speakers, clock)
         stream = LiveStream("file", worker, on_caption, config, clock, stage)
         wall0 = time.perf_counter()
         try:

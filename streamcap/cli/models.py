@@ -27,13 +27,18 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The command's edge: ``--prepare`` (None: not given; empty: every bundled model)."""
+    return models(None if args.prepare is None else tuple(args.prepare))
+
+
+def models(prepare: tuple[str, ...] | None) -> int:
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
     from streamcap.models.registry import BUNDLED, cache_dir, describe, prepare_bundled
 
-    names = [] if args.prepare is None else args.prepare or list(BUNDLED)
+    names = [] if prepare is None else prepare or tuple(BUNDLED)
     for name in names:
         if name not in BUNDLED:
             raise UserError(f"unknown bundled model {name!r} (bundled: {', '.join(BUNDLED)})")

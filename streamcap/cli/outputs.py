@@ -14,24 +14,71 @@ import argparse
 import os
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamcap.cli.common import UsageError, positive_int, say
+from streamcap.cli.common import UsageError, say
+from streamcap.cli.numbers import positive_int
+from streamcap.core.safe_text import printable
 from streamcap.cues import DEFAULT_CUES, CueStyle
 from streamcap.errors import UserError
-from streamcap.formats import (
-    FORMATS,
-    STREAM_FORMATS,
-    SUBTITLE_FORMATS,
-    CaptionWriter,
-    Decoded,
+from streamcap.formats.base import CaptionWriter, Decoded
+from streamcap.formats.registry import (
+    cue_formats,
+    file_formats,
     format_of,
+    live_formats,
     open_writer,
 )
 
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """``-o/--output`` and ``-f/--format``: the caption files to write (`plan_outputs` checks
+    and names them)."""
+
+    outputs: tuple[str, ...] = ()
+    formats: str | None = None  # -f LIST: the formats written into -o folders (None: all)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, *, folders: bool = True) -> OutputOptions:
+        """The flags of ``add_output_flags(folders=...)`` (without folders: no -f)."""
+        return cls(tuple(args.output), args.format if folders else None)
+
+
+@dataclass(frozen=True)
+class CueOptions:
+    """openai-whisper's subtitle flags as given (None, False: not given, `CueStyle`'s
+    default): a flag given where no output would use it is refused (`cue_style_of`)."""
+
+    max_line_width: int | None = None
+    max_line_count: int | None = None
+    highlight_words: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CueOptions:
+        return cls(args.max_line_width, args.max_line_count, args.highlight_words)
+
+    def given(self) -> list[str]:
+        """The flags given, as written on the command line."""
+        flags = (
+            ("--max-line-width", self.max_line_width is not None),
+            ("--max-line-count", self.max_line_count is not None),
+            ("--highlight-words", self.highlight_words),
+        )
+        return [flag for flag, given in flags if given]
+
+    def style(self) -> CueStyle:
+        d = DEFAULT_CUES
+        return CueStyle(
+            width=self.max_line_width or d.width,
+            lines=self.max_line_count or d.lines,
+            highlight=self.highlight_words,
+        )
 
 
 def _suffixes(formats: Sequence[str]) -> str:
@@ -40,10 +87,12 @@ def _suffixes(formats: Sequence[str]) -> str:
 
 
 def add_output_flags(
-    p: argparse.ArgumentParser, *, folders: bool = True, formats: Sequence[str] = STREAM_FORMATS
+    p: argparse.ArgumentParser, *, folders: bool = True, formats: Sequence[str] | None = None
 ) -> None:
     """-o/--output (and -f/--format where outputs can be folders: one file per input);
-    `formats` are those the command can write."""
+    `formats` are those the command can write (None: every format written as captions come,
+    `live_formats`)."""
+    formats = live_formats() if formats is None else formats
     kinds = _suffixes(formats)
     where = (
         f"a file, its format by suffix ({kinds}), or a folder that gets "
@@ -77,13 +126,13 @@ def add_cue_flags(p: argparse.ArgumentParser) -> None:
         "--max-line-width",
         type=positive_int,
         metavar="N",
-        help="the most characters in a line before it breaks (default: 42)",
+        help=f"the most characters in a line before it breaks (default: {DEFAULT_CUES.width})",
     )
     g.add_argument(
         "--max-line-count",
         type=positive_int,
         metavar="N",
-        help="the most lines in a cue before a new cue starts (default: 2)",
+        help=f"the most lines in a cue before a new cue starts (default: {DEFAULT_CUES.lines})",
     )
     g.add_argument(
         "--highlight-words",
@@ -93,32 +142,19 @@ def add_cue_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def cue_style_of(args: argparse.Namespace, plan: Sequence[Sequence[Path]]) -> CueStyle:
+def cue_style_of(cues: CueOptions, plan: Sequence[Sequence[Path]]) -> CueStyle:
     """The `CueStyle` the flags ask for; UsageError if no output would use it."""
-    given = [
-        flag
-        for dest, flag in (
-            ("max_line_width", "--max-line-width"),
-            ("max_line_count", "--max-line-count"),
-            ("highlight_words", "--highlight-words"),
-        )  # fmt: skip
-        if getattr(args, dest, None) not in (None, False)
-    ]
-    if given and not any(format_of(t) in SUBTITLE_FORMATS for ts in plan for t in ts):
+    given = cues.given()
+    if given and not any(format_of(t) in cue_formats() for ts in plan for t in ts):
         raise UsageError(f"{', '.join(given)}: only for .srt or .vtt outputs (-o a.srt)")
-    d = CueStyle()
-    return CueStyle(
-        width=getattr(args, "max_line_width", None) or d.width,
-        lines=getattr(args, "max_line_count", None) or d.lines,
-        highlight=bool(getattr(args, "highlight_words", False)),
-    )
+    return cues.style()
 
 
 def _formats(value: str, available: Sequence[str]) -> tuple[str, ...]:
     names = [x.strip().lower().lstrip(".") for x in value.split(",") if x.strip()]
     if names == ["all"]:
         return tuple(available)
-    unknown = [x for x in names if x not in FORMATS]
+    unknown = [x for x in names if x not in file_formats()]
     if unknown or not names:
         raise UsageError(
             f"--format: unknown format {', '.join(unknown) or value!r} "
@@ -149,11 +185,13 @@ def plan_outputs(
     formats: str | None,
     *,
     folders: bool = True,
-    available: Sequence[str] = STREAM_FORMATS,
+    available: Sequence[str] | None = None,
 ) -> list[list[Path]]:
     """The caption files of each input, in input order; UsageError / UserError if they cannot
     be written (unknown suffix, a format the command cannot write, file names for several
-    inputs, two targets the same: every such name at once)."""
+    inputs, two targets the same: every such name at once). ``available``: the formats the
+    command can write (None: `live_formats`)."""
+    available = live_formats() if available is None else available
     files: list[Path] = []
     dirs: list[Path] = []
     for out in outputs:
@@ -184,6 +222,7 @@ def plan_outputs(
         files + [d / f"{Path(src).stem}.{fmt}" for d in dirs for fmt in kinds] for src in inputs
     ]
     _check_unique(inputs, plan)
+    _check_not_inputs(inputs, plan)
     for d in dirs:
         _make_folder(d)
     for t in {t for targets in plan for t in targets}:
@@ -215,6 +254,28 @@ def _check_unique(inputs: Sequence[str], plan: Sequence[Sequence[Path]]) -> None
     raise UserError(f"{'; '.join(parts)}: each caption file needs its own name")
 
 
+def _check_not_inputs(inputs: Sequence[str], plan: Sequence[Sequence[Path]]) -> None:
+    """UserError for a target that is one of the inputs (the same path, a symlink or a hard
+    link to it), before anything is created or opened: ``transcribe same.srt -o same.srt``
+    truncated its own input (red team 2026-12-05, bug 15)."""
+    for t in dict.fromkeys(t for targets in plan for t in targets):
+        for src in inputs:
+            if _same_file(t, Path(src)):
+                raise UserError(
+                    f"{printable(str(t))} is the input {printable(src)}: writing it would "
+                    "overwrite it; give the caption file another name"
+                )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link; a missing file is not the input
+    except OSError:
+        return False
+
+
 def _make_folder(d: Path) -> None:
     try:
         d.mkdir(parents=True, exist_ok=True)
@@ -226,11 +287,11 @@ def check_writable(path: Path) -> None:
     """UserError unless `path` can be created or overwritten — without touching it: a probe
     file in its folder tells what permission bits do not (root, read-only mounts)."""
     if path.is_dir():
-        raise UserError(f"cannot write {path}: it is a folder")
+        raise UserError(f"cannot write {printable(str(path))}: it is a folder")
     folder = path.parent
     if not folder.is_dir():
         missing = "is not a folder" if folder.exists() else "does not exist"
-        raise UserError(f"cannot write {path}: {folder} {missing}")
+        raise UserError(f"cannot write {printable(str(path))}: {printable(str(folder))} {missing}")
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".streamcap-", suffix=".probe"):
             pass
@@ -238,7 +299,7 @@ def check_writable(path: Path) -> None:
             with open(path, "a", encoding="utf-8"):
                 pass
     except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
+        raise UserError(f"cannot write {printable(str(path))}: {e.strerror or e}") from None
 
 
 class Writers:
@@ -276,7 +337,7 @@ class Writers:
     def say_wrote(self) -> None:
         """``wrote PATH`` on stderr for each file: a run that ends says where its files are."""
         for p in self.paths:
-            say(f"wrote {p}")
+            say(f"wrote {printable(str(p))}")
 
     def __enter__(self) -> Writers:
         return self

@@ -10,11 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
+
+__all__ = ["build_parser"]
 
 PROG = "streamcap"
 
-#: Commands that take ``--config FILE.toml`` and ``--print-config`` (`apply_config`).
+#: Commands that take ``--config FILE.toml`` and ``--print-config`` (`apply_config`); each
+#: sets ``check_config``: its flag checks, returning the comment lines `print_config` prints.
 CONFIG_COMMANDS = frozenset({"serve"})
 #: Destinations that are not configuration: never keys of a config file.
 _NOT_CONFIG = frozenset({"help", "config", "print_config", "verbose"})
@@ -50,7 +53,17 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-class CommandParser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose error messages cannot drive the terminal: a value quoted back
+    (``unrecognized arguments: ...``, a file name) has what does not print escaped."""
+
+    def error(self, message: str) -> NoReturn:
+        from streamcap.core.safe_text import printable
+
+        super().error(printable(message))
+
+
+class CommandParser(Parser):
     """A command's parser whose flags are added by ``populate`` the first time it is used
     (parsing or help), so commands not run cost nothing."""
 
@@ -121,7 +134,7 @@ def _populate(command: str, module: str) -> Callable[[argparse.ArgumentParser], 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=PROG,
         description="Real-time Whisper captions with exact speculative decoding.",
         epilog=f"`{PROG} COMMAND --help` shows a command's flags.",
@@ -187,17 +200,28 @@ def apply_config(
     the command's defaults and the command line is parsed again, so argparse's own rule makes
     a flag given there win (a list flag given there replaces the file's list). `UserError`
     (one line) for a file that cannot be read, an unknown key or a value of the wrong type."""
-    path = getattr(args, "config", None)
-    if not path:
+    if args.command not in CONFIG_COMMANDS or not args.config:
         return args
     command_parser: argparse.ArgumentParser = args.command_parser
-    values = read_config(path, config_actions(command_parser))
+    values = read_config(args.config, config_actions(command_parser))
+    flags = vars(args)
     for dest, value in list(values.items()):
-        given = getattr(args, dest, None)
+        given = flags.get(dest)
         if isinstance(value, list) and given and given != command_parser.get_default(dest):
             del values[dest]  # `--allow-origin X` on the command line: the file's list goes
-    command_parser.set_defaults(**values)
+    builtin = {dest: command_parser.get_default(dest) for dest in values}
+    command_parser.set_defaults(**values, flag_defaults=builtin)
     return parser.parse_args(argv)
+
+
+def flag_default(args: argparse.Namespace, dest: str) -> Any:
+    """The default a flag has without a config file: a check of which flags were given
+    (``--replicas`` needs ``--backend ray``) must see a file's ``replicas = 2`` as given, and
+    the file's values are the parser's defaults."""
+    builtin: dict[str, Any] = vars(args).get("flag_defaults") or {}
+    if dest in builtin:
+        return builtin[dest]
+    return args.command_parser.get_default(dest)
 
 
 def read_config(path: str, actions: dict[str, argparse.Action]) -> dict[str, Any]:
@@ -219,10 +243,23 @@ def read_config(path: str, actions: dict[str, argparse.Action]) -> dict[str, Any
         raise UserError(f"cannot read --config {path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:  # tomllib decodes the whole file first: not its error
+        raise UserError(
+            f"{path}: not valid TOML: not UTF-8 (byte 0x{e.object[e.start]:02x} at offset "
+            f"{e.start})"
+        ) from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise UserError(
+            f"{path}: not valid TOML: nested too deeply (arrays or tables inside each other)"
+        ) from None
     options = {o.lstrip("-"): a for a in actions.values() for o in a.option_strings}
     values: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for key, value in data.items():
         dest = key.replace("-", "_")
+        if dest in spelled:  # max-streams and max_streams: the last one silently won
+            raise UserError(f"{path}: {spelled[dest]} and {key} are one key: write it once")
+        spelled[dest] = key
         action = actions.get(dest)
         if action is None and isinstance(value, dict):
             raise UserError(f"{path}: [{key}]: no tables: write the keys at the top of the file")
@@ -297,25 +334,52 @@ def _toml_kind(value: Any) -> str:
 
 def effective_config(args: argparse.Namespace) -> dict[str, Any]:
     """The command's configuration after the file and the flags, as TOML values: every config
-    key whose value is set (unset ones, None, are left out: TOML has no null)."""
-    from pathlib import PurePath
-
+    key whose value is set (unset ones, None, are left out: TOML has no null). UserError for a
+    text TOML cannot hold: a path that is not UTF-8 would be written byte for byte, and the
+    output would not read back."""
     out: dict[str, Any] = {}
+    flags = vars(args)
     for dest in config_actions(args.command_parser):
-        value = getattr(args, dest, None)
+        value = flags.get(dest)
         if value is None:
             continue
+        key = dest.replace("_", "-")
         if isinstance(value, (list, tuple)):
-            value = [str(v) if isinstance(v, PurePath) else v for v in value]
-        elif isinstance(value, PurePath):
-            value = str(value)
-        out[dest.replace("_", "-")] = value
+            out[key] = [_toml_value(key, v) for v in value]
+        else:
+            out[key] = _toml_value(key, value)
     return out
 
 
-def print_config(args: argparse.Namespace) -> None:
-    """``--print-config``: the effective configuration as TOML on stdout."""
+def _toml_value(key: str, value: Any) -> Any:
+    """`value` as TOML writes it (a path as its text); UserError for text TOML cannot hold
+    (not UTF-8: a file name of other bytes comes from the command line as lone surrogates)."""
+    from pathlib import PurePath
+
+    from streamcap.core.safe_text import printable
+    from streamcap.errors import UserError
+
+    if isinstance(value, PurePath):
+        value = str(value)
+    if not isinstance(value, str):
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(
+            f"--{key} {printable(value)}: not UTF-8 text, which a TOML file cannot hold: rename "
+            "it, or give it on the command line instead of in the config file"
+        ) from None
+    return value
+
+
+def print_config(args: argparse.Namespace, notes: Sequence[str] = ()) -> None:
+    """``--print-config``: the effective configuration as TOML on stdout, after `notes`
+    (comment lines: what the command reads from elsewhere, such as its environment)."""
     import tomli_w
 
+    text = tomli_w.dumps(effective_config(args))
     print(f"# {PROG} {args.command} --config FILE.toml: flags given on the command line win")
-    print(tomli_w.dumps(effective_config(args)), end="")
+    for note in notes:
+        print(note)
+    print(text, end="")

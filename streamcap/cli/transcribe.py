@@ -19,54 +19,127 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streamcap.cli.common import (
-    UsageError,
+from streamcap.cli.common import UsageError, say
+from streamcap.cli.live import CLOCKS, DEFAULT_CHUNK_S, DEFAULT_CLOCK, ReplayOptions
+from streamcap.cli.live_options import (
+    SPEAKERS_OFF,
+    LiveOptions,
     add_guard_flags,
     add_live_flags,
-    add_model_flags,
     add_vad_flag,
-    decoding_options,
-    guard_config,
-    load_engine,
-    positive_float,
-    prompt_of,
-    say,
+    guard_from_args,
     speaker_labels,
-    vad_of,
+    speakers_from_args,
+    vad_from_args,
 )
+from streamcap.cli.model_options import (
+    ModelOptions,
+    TaskOptions,
+    add_model_flags,
+    decoding_options,
+    load_engine,
+)
+from streamcap.cli.numbers import positive_float
 from streamcap.cli.outputs import (
+    CueOptions,
+    OutputOptions,
     Writers,
     add_cue_flags,
     add_output_flags,
     cue_style_of,
     plan_outputs,
 )
-from streamcap.formats import FORMATS, Decoded, format_of
+from streamcap.core.safe_text import printable
+from streamcap.core.segmenter import SegmenterConfig
+from streamcap.core.text import GuardConfig
+from streamcap.formats.base import Decoded
+from streamcap.formats.registry import file_formats, format_of
 
 if TYPE_CHECKING:
     from streamcap.core.captions import Caption
     from streamcap.core.decode_types import DecodeResult
-    from streamcap.runtime.engine import Engine
+    from streamcap.runtime.engine_api import InferenceEngine
     from streamcap.runtime.transcribe import TranscribeOptions
 
 PROG = "streamcap transcribe"
 #: A file at least this long gets a progress bar on a terminal.
 PROGRESS_MIN_S = 5.0
-#: Flags that only the live pipeline reads (dest -> flag), refused without --live.
-LIVE_ONLY = {
-    "clock": "--clock",
-    "chunk": "--chunk",
-    "partial_interval": "--partial-interval",
-    "no_partials": "--no-partials",
-}
-#: Flags that only offline transcription reads, refused with --live.
-OFFLINE_ONLY = {
-    "condition_on_previous": "--condition-on-previous",
-    "no_word_timestamps": "--no-word-timestamps",
-}
+
+
+@dataclass(frozen=True)
+class TranscribeCommand:
+    """Everything `streamcap transcribe` is asked, built once from its flags (`from_args`);
+    ``replay``: with ``--live`` (the live pipeline's options), else None."""
+
+    files: tuple[str, ...]
+    outputs: OutputOptions = field(default_factory=OutputOptions)
+    cues: CueOptions = field(default_factory=CueOptions)
+    timestamps: bool = False
+    condition_on_previous: bool = False
+    word_timestamps: bool = True
+    model: ModelOptions = field(default_factory=ModelOptions)
+    task: TaskOptions = field(default_factory=TaskOptions)
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
+    speakers: str = SPEAKERS_OFF
+    replay: ReplayOptions | None = None
+    verbose: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TranscribeCommand:
+        """The command's flags, checked: flags that the chosen mode would silently ignore are
+        refused (UsageError)."""
+        model = ModelOptions.from_args(args)
+        if args.highlight_words and args.no_word_timestamps:
+            raise UsageError(
+                "--highlight-words needs the word timestamps (not --no-word-timestamps)"
+            )
+        offline_only = {
+            "--condition-on-previous": args.condition_on_previous,
+            "--no-word-timestamps": args.no_word_timestamps,
+        }
+        live_only = {
+            "--clock": args.clock is not None,
+            "--chunk": args.chunk is not None,
+            "--partial-interval": args.partial_interval is not None,
+            "--no-partials": args.no_partials,
+        }
+        replay = None
+        task = TaskOptions.from_args(args)
+        if args.live:
+            given = [flag for flag, on in offline_only.items() if on]
+            if given:
+                raise UsageError(f"{', '.join(given)}: not used by --live (the live pipeline)")
+            if len(args.files) > 1:
+                raise UsageError(f"--live replays one file at a time ({len(args.files)} given)")
+            replay = ReplayOptions(
+                live=LiveOptions.from_args(args, task),
+                clock=args.clock or DEFAULT_CLOCK,
+                chunk_s=args.chunk or DEFAULT_CHUNK_S,
+            )
+        else:
+            given = [flag for flag, on in live_only.items() if on]
+            if given:
+                raise UsageError(f"{', '.join(given)}: only with --live (the live pipeline)")
+        return cls(
+            files=tuple(args.files),
+            outputs=OutputOptions.from_args(args),
+            cues=CueOptions.from_args(args),
+            timestamps=args.timestamps,
+            condition_on_previous=args.condition_on_previous,
+            word_timestamps=not args.no_word_timestamps,
+            model=model,
+            task=task,
+            guard=guard_from_args(args),
+            segmenter=SegmenterConfig(vad=vad_from_args(args)),
+            speakers=speakers_from_args(args),
+            replay=replay,
+            verbose=args.verbose,
+        )
 
 
 def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
@@ -76,7 +149,7 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
         metavar="FILE",
         help="audio or video files (wav, flac, mp3, m4a, mp4, ...)",
     )
-    add_output_flags(p, formats=FORMATS)
+    add_output_flags(p, formats=file_formats())
     add_cue_flags(p)
     p.add_argument("--timestamps", action="store_true", help="prefix each line with its times")
     p.add_argument(
@@ -103,33 +176,17 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     add_live_flags(g)
     g.add_argument(
         "--clock",
-        choices=("simulated", "real"),
+        choices=CLOCKS,
         help="real: paced at real time; simulated: audio time plus the compute actually spent, "
-        "never idle (default: simulated)",
+        f"never idle (default: {DEFAULT_CLOCK})",
     )
     g.add_argument(
         "--chunk",
         type=positive_float,
         metavar="S",
-        help="seconds of audio per feed (default: 0.1)",
+        help=f"seconds of audio per feed (default: {DEFAULT_CHUNK_S:g})",
     )
     p.set_defaults(func=run)
-
-
-def check_flags(args: argparse.Namespace) -> None:
-    """Refuse flags that the chosen mode would silently ignore."""
-    if args.highlight_words and args.no_word_timestamps:
-        raise UsageError("--highlight-words needs the word timestamps (not --no-word-timestamps)")
-    if args.live:
-        given = [flag for dest, flag in OFFLINE_ONLY.items() if getattr(args, dest, False)]
-        if given:
-            raise UsageError(f"{', '.join(given)}: not used by --live (the live pipeline)")
-        if len(args.files) > 1:
-            raise UsageError(f"--live replays one file at a time ({len(args.files)} given)")
-        return
-    given = [flag for dest, flag in LIVE_ONLY.items() if getattr(args, dest) not in (None, False)]
-    if given:
-        raise UsageError(f"{', '.join(given)}: only with --live (the live pipeline)")
 
 
 def probe(path: str) -> float | None:
@@ -144,47 +201,54 @@ def probe(path: str) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_flags(args)
-    if args.live:
+    """The command's edge: its flags become `TranscribeCommand`, which is all that goes on."""
+    return transcribe(TranscribeCommand.from_args(args))
+
+
+def transcribe(cmd: TranscribeCommand) -> int:
+    if cmd.replay is not None:
         from streamcap.cli.live import run_transcribe_live
 
-        return run_transcribe_live(args)
-    plan = plan_outputs(args.files, args.output, args.format, available=FORMATS)
-    style = cue_style_of(args, plan)
-    durations = [probe(f) for f in args.files]
-    from streamcap.core.segmenter import SegmenterConfig
+        return run_transcribe_live(
+            cmd.files[0], cmd.replay, cmd.outputs, cmd.cues, cmd.model, cmd.task, cmd.speakers
+        )
+    plan = plan_outputs(
+        cmd.files, cmd.outputs.outputs, cmd.outputs.formats, available=file_formats()
+    )
+    style = cue_style_of(cmd.cues, plan)
+    durations = [probe(f) for f in cmd.files]
     from streamcap.runtime.transcribe import TranscribeOptions  # torch: after the checks
 
-    speakers = speaker_labels(args)  # missing voice weights: one line, before the model loads
-    engine = load_engine(args)
+    speakers = speaker_labels(cmd.speakers)  # missing voice weights: one line, before the load
+    engine = load_engine(cmd.model, cmd.task)
     opts = TranscribeOptions(
-        decoding=decoding_options(engine, args),
-        lock_language=getattr(args, "language", None) != "auto-each",
-        condition_on_previous=args.condition_on_previous,
-        prompt=prompt_of(args),
-        guard=guard_config(args),
-        word_timestamps=not getattr(args, "no_word_timestamps", False),
-        segmenter=SegmenterConfig(vad=vad_of(args)),  # type: ignore[arg-type]
+        decoding=decoding_options(engine, cmd.task),
+        lock_language=cmd.task.lock_language,
+        condition_on_previous=cmd.condition_on_previous,
+        prompt=cmd.task.prompt,
+        guard=cmd.guard,
+        word_timestamps=cmd.word_timestamps,
+        segmenter=cmd.segmenter,
     )
-    several = len(args.files) > 1
-    for i, (path, outputs, duration) in enumerate(zip(args.files, plan, durations, strict=True)):
+    several = len(cmd.files) > 1
+    for i, (path, outputs, duration) in enumerate(zip(cmd.files, plan, durations, strict=True)):
         if several:  # a header per file, as `head` prints them
             gap = "\n" if i else ""
-            print(f"{gap}==> {path} <==", flush=True)
+            print(f"{gap}==> {printable(path)} <==", flush=True)
         writers = Writers(outputs, style=style)
-        status = _transcribe_one(engine, path, writers, duration, opts, args, speakers)
+        status = _transcribe_one(engine, path, writers, duration, opts, cmd, speakers)
         if status:
             return status
     return 0
 
 
 def _transcribe_one(
-    engine: Engine,
+    engine: InferenceEngine,
     path: str,
     writers: Writers,
     duration: float | None,
     opts: TranscribeOptions,
-    args: argparse.Namespace,
+    cmd: TranscribeCommand,
     speakers: Callable[[str], Any] | None = None,
 ) -> int:
     from streamcap.runtime.transcribe import Transcription
@@ -205,7 +269,7 @@ def _transcribe_one(
                 )
                 for caption in labels.label(final) if labels is not None else [final]:
                     writers.write(caption, decoded)  # the files first: an interrupt keeps them
-                    print(_line(caption, args.timestamps), flush=True)
+                    print(_line(caption, cmd.timestamps), flush=True)
                     count += 1
                 if stop.is_set():
                     raise KeyboardInterrupt
@@ -213,14 +277,15 @@ def _transcribe_one(
             interrupted = True
         interrupted = interrupted or stop.is_set()
     if interrupted:  # the files are closed, each valid with every caption so far
-        kept = f"; {', '.join(map(str, writers.paths))} keep them" if writers.paths else ""
-        say(f"\n{PROG}: interrupted after {count} caption(s) of {path}{kept}")
+        files = ", ".join(printable(str(p)) for p in writers.paths)
+        kept = f"; {files} keep them" if writers.paths else ""
+        say(f"\n{PROG}: interrupted after {count} caption(s) of {printable(path)}{kept}")
         return 130
     dropped = ", ".join(f"{n} {reason}" for reason, n in sorted(job.drops.items()))
     if not count:
         why = f" ({dropped} dropped by the hallucination guard)" if dropped else ""
-        say(f"{PROG}: no speech found in {path}{why}")
-    if args.verbose:
+        say(f"{PROG}: no speech found in {printable(path)}{why}")
+    if cmd.verbose:
         say(f"stats: {job.stats.as_dict()}")
         if dropped:
             say(f"finals dropped: {dropped}")
@@ -228,7 +293,9 @@ def _transcribe_one(
     return 0
 
 
-def _decoded(engine: Engine, final: Caption, result: DecodeResult, language: str | None) -> Decoded:
+def _decoded(
+    engine: InferenceEngine, final: Caption, result: DecodeResult, language: str | None
+) -> Decoded:
     """What openai-whisper's JSON says of `final` beyond its caption: the decode behind it."""
     english_only = "" if engine.multilingual else "en"
     return Decoded(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamcap.runtime.jobs import DecodeJob
+from streamcap.runtime.jobs import DecodeJob, Tokenizes
 
 from .wire import ReplicaRequest
 
@@ -26,11 +26,11 @@ class Attempt:
     attempts: int = 1
     replica: str | None = None  # where the router put it, once known
 
-    def build_request(self, key: str, gateway: str) -> ReplicaRequest:
-        """The request, from the job's ``prepare`` (at the first send only: a resend is the
-        identical request)."""
+    def build_request(self, key: str, gateway: str, model: Tokenizes) -> ReplicaRequest:
+        """The request, from the job's ``prepare`` with ``model``'s tokenizer (at the first
+        send only: a resend is the identical request)."""
         job = self.job
-        options, hypothesis = job.prepared()
+        options, hypothesis = job.prepared(model)
         return ReplicaRequest(
             key=key,
             stream=f"{gateway}/{job.stream}",

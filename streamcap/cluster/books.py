@@ -1,7 +1,8 @@
 """The gateway's books on the Ray backend: each replica's work, and what was lost or resent.
 
 Kept apart from the scheduler (`cluster.remote`), which calls every method with its lock held;
-nothing here waits. `snapshot` is what /metrics publishes (`server.metrics.remote_families`).
+nothing here waits. `status` is what /metrics publishes (`runtime.worker_status.RemoteStatus`,
+read by `server.metrics.remote_families`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+from streamcap.runtime.worker_status import RemoteStatus, ReplicaStatus
 
 from .wire import ReplicaInfo, ReplicaReply
 
@@ -33,7 +35,8 @@ class RemoteBooks:
 
     def __init__(self) -> None:
         self.replicas: dict[str, ReplicaBooks] = {}
-        self.retries: Counter[str] = Counter()  # finals resent; "partial_dropped": partials lost
+        self.finals_resent = 0  # finals lost with a replica and sent again
+        self.partials_lost = 0  # partials lost with a replica (dropped, never resent)
         self.lost: Counter[str] = Counter()  # requests without a reply, by reason
         self.duplicates = 0  # second replies to one request, ignored
         self.fallback_jobs = 0
@@ -71,39 +74,55 @@ class RemoteBooks:
             for rid, r in self.replicas.items():
                 r.alive = rid in ids
 
-    def snapshot(self, inflight: Iterable[tuple[str, str | None]]) -> dict[str, Any]:
-        """Counters and per-replica figures; ``inflight``: (kind, replica) of each request."""
+    def status(
+        self,
+        inflight: Iterable[tuple[str, str | None]],
+        *,
+        connected: bool,
+        running: int,
+        target: int,
+        fallback_active: bool,
+    ) -> RemoteStatus:
+        """What /metrics publishes: these counters and per-replica figures with the cluster's
+        state the gateway gives; ``inflight``: (kind, replica) of each request."""
         pending = list(inflight)
-        per_replica = Counter(pending)
+        on = Counter(pending)
+        kinds = Counter(kind for kind, _ in pending)
         transport = sorted(self._transport_s)
-        replicas = [
-            {
-                "replica": rid,
-                "pid": r.info.pid,
-                "node": r.info.node,
-                "device": r.info.device,
-                "precision": r.info.precision,
-                "alive": r.alive,
-                "finals": r.jobs["final"],
-                "partials": r.jobs["partial"],
-                "compute_s": r.compute_s,
-                "lost": r.lost,
-                "inflight_final": per_replica[("final", rid)],
-                "inflight_partial": per_replica[("partial", rid)],
-            }
+        replicas = tuple(
+            ReplicaStatus(
+                replica=rid,
+                pid=r.info.pid,
+                node=r.info.node,
+                device=r.info.device,
+                precision=r.info.precision,
+                alive=r.alive,
+                finals=r.jobs["final"],
+                partials=r.jobs["partial"],
+                compute_s=r.compute_s,
+                lost=r.lost,
+                inflight_finals=on[("final", rid)],
+                inflight_partials=on[("partial", rid)],
+            )
             for rid, r in self.replicas.items()
-        ]
-        return {
-            "inflight": dict(Counter(kind for kind, _ in pending)),
-            "retries": dict(self.retries),
-            "lost": dict(self.lost),
-            "duplicates": self.duplicates,
-            "fallback_jobs": self.fallback_jobs,
-            "deadline_errors": self.deadline_errors,
-            "transport_p50_s": _quantile(transport, 0.5),
-            "transport_p95_s": _quantile(transport, 0.95),
-            "replicas": replicas,
-        }
+        )
+        return RemoteStatus(
+            connected=connected,
+            running=running,
+            target=target,
+            fallback_active=fallback_active,
+            inflight_finals=kinds["final"],
+            inflight_partials=kinds["partial"],
+            finals_resent=self.finals_resent,
+            partials_lost=self.partials_lost,
+            lost=dict(self.lost),
+            duplicates=self.duplicates,
+            fallback_jobs=self.fallback_jobs,
+            deadline_errors=self.deadline_errors,
+            transport_p50_s=_quantile(transport, 0.5),
+            transport_p95_s=_quantile(transport, 0.95),
+            replicas=replicas,
+        )
 
     def final_cost(self) -> float | None:
         """The cheapest replica's warm-up estimate of one final (admission's prior)."""

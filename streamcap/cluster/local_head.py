@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["LocalHead", "start_head"]
+
 
 def free_port() -> int:
     with socket.socket() as s:

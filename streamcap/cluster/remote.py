@@ -39,7 +39,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streamcap.core.capacity import CapacityConfig
 from streamcap.models.card import ModelCard, RemotePlacement
@@ -55,6 +55,9 @@ from .wire import ReplicaReply
 
 if TYPE_CHECKING:
     from streamcap.runtime.worker_api import ModelInfo
+    from streamcap.runtime.worker_status import RemoteStatus
+
+__all__ = ["RemoteWorker"]
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +253,7 @@ class RemoteWorker(Scheduler):
         key = request_key(self.gateway, job)
         if attempt.request is None:
             try:
-                attempt.request = attempt.build_request(key, self.gateway)
+                attempt.request = attempt.build_request(key, self.gateway, self.engine)
             except Exception as e:  # a bad job must not stop the others
                 with self._cond:
                     self._inflight.pop(key, None)
@@ -338,7 +341,7 @@ class RemoteWorker(Scheduler):
             return
         attempt.attempts += 1
         attempt.replica = None
-        self.remote_books.retries[job.kind] += 1
+        self.remote_books.finals_resent += 1
         self._resend.append(attempt)
         log.warning(
             "replica %s lost a final of stream %r (%s: %s): resending it (attempt %d)",
@@ -347,7 +350,7 @@ class RemoteWorker(Scheduler):
         )  # fmt: skip
 
     def _drop_lost(self, job: DecodeJob) -> None:
-        self.remote_books.retries["partial_dropped"] += 1
+        self.remote_books.partials_lost += 1
         self._books.dropped(job)
         self._told.done(job, JobOutcome(dropped=True))
 
@@ -396,15 +399,14 @@ class RemoteWorker(Scheduler):
         with self._cond:
             return self._usable() > 0 or self._fallback is not None
 
-    def remote_snapshot(self) -> dict[str, Any]:
+    def remote_status(self) -> RemoteStatus:
         """What /metrics publishes of the backend (read at scrape time)."""
         with self._cond:
             pending = [(a.job.kind, a.replica) for a in self._inflight.values()]
-            snap = self.remote_books.snapshot(pending)
-            snap.update(
+            return self.remote_books.status(
+                pending,
                 connected=self._status.connected,
                 running=self._usable(),
                 target=self._status.target,
                 fallback_active=self._route(time.monotonic()) == "fallback",
             )
-            return snap

@@ -7,7 +7,9 @@ no stream state: losing it loses only what it was decoding, which the gateway re
 
 Started by `cluster.bridge` (``streamcap serve --backend ray --replicas N``), by
 ``streamcap replicas``, or by Serve's own tooling from `build_app`:
-``serve run streamcap.cluster.replica:build_app model=base threads=1``.
+``serve run streamcap.cluster.replica:build_app model=base threads=1``. The engine is made by
+name (`runtime.engines`: ``engine=``, default transformers), so it must be one registered when
+streamcap is imported.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from streamcap.cluster.wire import (
     model_fingerprint,
     reply_of,
 )
+from streamcap.runtime.engines import DEFAULT_ENGINE, EngineOptions, make_engine
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 
 #: the deployment's name inside its Serve application
@@ -41,11 +44,12 @@ class WhisperReplica:
     def __init__(self, spec: ReplicaSpec) -> None:
         import ray
 
-        from streamcap.runtime.engine import Engine
+        from streamcap.models.registry import resolve
         from streamcap.runtime.worker import InferenceWorker
 
         device = "cuda" if spec.gpus > 0 and spec.device == "auto" else spec.device
-        self.engine = Engine(spec.model, spec.assistant, device, spec.threads, spec.precision)
+        options = EngineOptions(spec.model, spec.assistant, device, spec.threads, spec.precision)
+        self.engine = make_engine(spec.engine, options)
         self.worker = InferenceWorker(self.engine, name="replica-worker", max_batch=spec.max_batch)
         cost = self.worker.warm_up(spec.language)
         self.worker.start()
@@ -55,7 +59,8 @@ class WhisperReplica:
             pid=os.getpid(),
             node=str(ray.util.get_node_ip_address()),
             model=spec.model,
-            fingerprint=model_fingerprint(self.engine.main.path),
+            # the checkpoint the gateway's card hashes too (`ModelCard.path`: the same rule)
+            fingerprint=model_fingerprint(resolve(spec.model)),
             device=str(self.engine.placement.device),
             precision=str(self.engine.precision),
             final_cost_s=cost,
@@ -114,7 +119,7 @@ def deployment(spec: ClusterSpec) -> Any:
 
 def build_app(args: dict[str, str]) -> Any:
     """For Serve's own tooling (``serve run`` / ``serve deploy``). Keys: ``model``,
-    ``assistant``, ``device``, ``precision``, ``threads``, ``gpus``, ``max_batch``, and
+    ``engine``, ``assistant``, ``device``, ``precision``, ``threads``, ``gpus``, ``max_batch``, and
     ``replicas`` or ``min_replicas`` + ``max_replicas``, ``inflight``, ``affinity`` (on/off)."""
 
     def number(key: str) -> int | None:
@@ -122,6 +127,7 @@ def build_app(args: dict[str, str]) -> Any:
 
     replica = ReplicaSpec(
         model=args.get("model", "base"),
+        engine=args.get("engine", DEFAULT_ENGINE),
         assistant=args.get("assistant") or None,
         device=args.get("device", "auto"),
         precision=args.get("precision", "auto"),

@@ -35,6 +35,8 @@ from .wire import PROTOCOL, ClusterSpec, ReplicaInfo, ReplicaReply, ReplicaReque
 if TYPE_CHECKING:  # the worker imports torch: not at the gateway's import
     from streamcap.runtime.worker import InferenceWorker
 
+__all__ = ["BridgeTransport", "LocalTransport", "Transport"]
+
 log = logging.getLogger(__name__)
 
 

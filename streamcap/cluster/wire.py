@@ -20,10 +20,13 @@ import numpy as np
 
 from streamcap.core.constants import WINDOW_S
 from streamcap.core.decode_types import DecodeResult, DecodingOptions
+from streamcap.runtime.engines import DEFAULT_ENGINE
 from streamcap.runtime.jobs import DecodeJob, JobKind, JobOutcome
 
+__all__ = ["ClusterSpec", "ReplicaSpec"]
+
 #: Bumped whenever a field below changes: a gateway and its replicas must agree.
-PROTOCOL = 1
+PROTOCOL = 2
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class ReplicaSpec:
     """What one replica loads (the deployment's argument)."""
 
     model: str = "base"
+    engine: str = DEFAULT_ENGINE  # a name of `runtime.engines` (one registered on import)
     assistant: str | None = None
     device: str = "auto"
     precision: str = "auto"
@@ -103,7 +107,6 @@ def job_of(request: ReplicaRequest, on_done: Callable[[DecodeJob, JobOutcome], N
         hypothesis=request.hypothesis,
         context_s=request.context_s,
         word_timestamps=request.word_timestamps,
-        tag=request.key,
     )
 
 

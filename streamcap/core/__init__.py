@@ -1,7 +1,112 @@
 """Pure logic: no threads, clocks, models or sockets. Tests drive every rule here directly.
 
+- `stream`: one stream as a sans-I/O object (`StreamProtocol`), what `LiveStream` drives.
 - `segmenter`: the VAD segmenter, frames in, events out (the VAD is injected).
 - `policy`: when to decode, what to show as partial and final.
 - `text`: word-level text helpers and the one hallucination guard.
 - `captions`: caption events and the one sequencer (`CaptionLog`).
+
+The names below are the layer's face, for users: each is imported from its module on first use
+(`streamcap._face`). Code inside streamcap imports from the defining module.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from streamcap._face import lazy_face
+
+if TYPE_CHECKING:  # what the names are, for type checkers; imported on first use at run time
+    from streamcap.core.capacity import Admission as Admission
+    from streamcap.core.capacity import CapacityConfig as CapacityConfig
+    from streamcap.core.capacity import Load as Load
+    from streamcap.core.captions import Caption as Caption
+    from streamcap.core.captions import CaptionEvent as CaptionEvent
+    from streamcap.core.captions import CaptionLog as CaptionLog
+    from streamcap.core.constants import SAMPLE_RATE as SAMPLE_RATE
+    from streamcap.core.crosstalk import CrossTalk as CrossTalk
+    from streamcap.core.crosstalk import CrossTalkConfig as CrossTalkConfig
+    from streamcap.core.crosstalk import Heard as Heard
+    from streamcap.core.crosstalk import Released as Released
+    from streamcap.core.crosstalk import similarity as similarity
+    from streamcap.core.crosstalk import speech_level_db as speech_level_db
+    from streamcap.core.decode_types import DecodeResult as DecodeResult
+    from streamcap.core.decode_types import DecodeStats as DecodeStats
+    from streamcap.core.decode_types import DecodingOptions as DecodingOptions
+    from streamcap.core.decode_types import JobInputs as JobInputs
+    from streamcap.core.decode_types import PromptText as PromptText
+    from streamcap.core.decode_types import WordTiming as WordTiming
+    from streamcap.core.live_config import LiveConfig as LiveConfig
+    from streamcap.core.policy import CaptionPolicy as CaptionPolicy
+    from streamcap.core.policy_config import PolicyConfig as PolicyConfig
+    from streamcap.core.policy_window import DecodeRequest as DecodeRequest
+    from streamcap.core.policy_window import DroppedFinal as DroppedFinal
+    from streamcap.core.policy_window import Step as Step
+    from streamcap.core.segmenter import Segmenter as Segmenter
+    from streamcap.core.segmenter import SegmenterConfig as SegmenterConfig
+    from streamcap.core.segmenter import SpeechAudio as SpeechAudio
+    from streamcap.core.segmenter import SpeechEnd as SpeechEnd
+    from streamcap.core.segmenter import SpeechStart as SpeechStart
+    from streamcap.core.segmenter import Utterance as Utterance
+    from streamcap.core.segmenter import VadFn as VadFn
+    from streamcap.core.segmenter import segment_audio as segment_audio
+    from streamcap.core.speakers import MODEL_THRESHOLDS as MODEL_THRESHOLDS
+    from streamcap.core.speakers import SpeakerConfig as SpeakerConfig
+    from streamcap.core.speakers import SpeakerTracker as SpeakerTracker
+    from streamcap.core.speakers import config_for as config_for
+    from streamcap.core.speakers import name_partial as name_partial
+    from streamcap.core.stream import DecodeOrder as DecodeOrder
+    from streamcap.core.stream import StreamEnded as StreamEnded
+    from streamcap.core.stream import StreamOutput as StreamOutput
+    from streamcap.core.stream import StreamProtocol as StreamProtocol
+    from streamcap.core.text import GuardConfig as GuardConfig
+
+#: public name -> the module of this package that defines it
+_EXPORTS = {
+    "Admission": "capacity",
+    "CapacityConfig": "capacity",
+    "Load": "capacity",
+    "Caption": "captions",
+    "CaptionEvent": "captions",
+    "CaptionLog": "captions",
+    "SAMPLE_RATE": "constants",
+    "CrossTalk": "crosstalk",
+    "CrossTalkConfig": "crosstalk",
+    "Heard": "crosstalk",
+    "Released": "crosstalk",
+    "similarity": "crosstalk",
+    "speech_level_db": "crosstalk",
+    "DecodeResult": "decode_types",
+    "DecodeStats": "decode_types",
+    "DecodingOptions": "decode_types",
+    "JobInputs": "decode_types",
+    "PromptText": "decode_types",
+    "WordTiming": "decode_types",
+    "LiveConfig": "live_config",
+    "CaptionPolicy": "policy",
+    "PolicyConfig": "policy_config",
+    "DecodeRequest": "policy_window",
+    "DroppedFinal": "policy_window",
+    "Step": "policy_window",
+    "Segmenter": "segmenter",
+    "SegmenterConfig": "segmenter",
+    "SpeechAudio": "segmenter",
+    "SpeechEnd": "segmenter",
+    "SpeechStart": "segmenter",
+    "Utterance": "segmenter",
+    "VadFn": "segmenter",
+    "segment_audio": "segmenter",
+    "MODEL_THRESHOLDS": "speakers",
+    "SpeakerConfig": "speakers",
+    "SpeakerTracker": "speakers",
+    "config_for": "speakers",
+    "name_partial": "speakers",
+    "DecodeOrder": "stream",
+    "StreamOutput": "stream",
+    "StreamProtocol": "stream",
+    "StreamEnded": "stream",
+    "GuardConfig": "text",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_face(__name__, _EXPORTS)

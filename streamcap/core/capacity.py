@@ -26,7 +26,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["Admission", "CapacityConfig", "Load", "LoadMeter", "admit"]
+__all__ = ["Admission", "CapacityConfig", "Load"]
 
 #: How many of the latest finals' queue waits say whether finals are late now.
 RECENT_FINALS = 10

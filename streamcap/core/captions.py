@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from streamcap.core.decode_types import WordTiming
 
+__all__ = ["Caption", "CaptionEvent", "CaptionLog"]
+
 CaptionType = Literal["partial", "final"]
 CAPTION_TYPES: tuple[str, ...] = ("partial", "final")
 
@@ -35,6 +37,10 @@ class CaptionEvent:
     words: tuple[WordTiming, ...] = ()
     #: who spoke: a room publisher's name or a voice label ("Speaker 2"); "" when unknown
     speaker: str = ""
+    #: how loud its microphone heard it (`core.crosstalk.speech_level_db` of its audio, dB full
+    #: scale; None: not measured): a room tells a voice from its copy in another participant's
+    #: microphone by it. Not on the wire.
+    level_db: float | None = None
 
     def shifted(self, segments: int, seconds: float) -> CaptionEvent:
         """The same event with segment numbers and times moved on (a later publisher session

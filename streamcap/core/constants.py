@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+__all__ = ["SAMPLE_RATE"]
+
 #: Samples per second of audio inside the pipeline (what Whisper expects).
 SAMPLE_RATE = 16000
+#: The lowest sample rate audio may come in at, from a client (`server.protocol`), a file
+#: (`audio.file`) or a microphone: telephone audio. Below it there is no speech to hear, and
+#: a broken header's "1 Hz" made resampling allocate gigabytes (red team 2026-12-05, bug 9).
+MIN_SAMPLE_RATE = 8000
 #: Whisper's input window, seconds.
 WINDOW_S = 30.0
 #: Encoder output positions per second of audio.

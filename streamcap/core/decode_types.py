@@ -10,6 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+__all__ = [
+    "DecodeResult",
+    "DecodeStats",
+    "DecodingOptions",
+    "JobInputs",
+    "PromptText",
+    "WordTiming",
+]
+
 
 @dataclass(frozen=True)
 class DecodingOptions:
@@ -108,3 +117,25 @@ class DecodeResult:
     words: tuple[WordTiming, ...] = ()
     #: probability of ``language`` among the language tokens when it was detected, else None
     language_prob: float | None = None
+
+
+@dataclass(frozen=True)
+class PromptText:
+    """A decode's prompt as text: the stream's own (``fixed``: its prompt and vocabulary,
+    `core.prompting.stream_prompt`) and the policy's context (the text said before). Text, not
+    token ids: a stream knows no tokenizer; whoever runs the job tokenizes it
+    (`runtime.jobs.DecodeJob.prepared`, `core.prompting.join_prompt_ids`)."""
+
+    fixed: str = ""
+    context: str = ""
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """What a decode needs that is only known when it starts (a stream's answer to "prepare"):
+    the options (language and task; no prompt ids yet), the prompt as text, and the hypothesis
+    to draft from."""
+
+    options: DecodingOptions
+    prompt: PromptText = PromptText()
+    hypothesis: tuple[int, ...] | None = None

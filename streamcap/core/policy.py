@@ -46,8 +46,6 @@ from __future__ import annotations
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import DecodeResult
 from streamcap.core.policy_config import (
-    PARTIAL_CONTEXT_MARGIN_S,
-    PARTIAL_CONTEXT_MIN_S,
     PolicyConfig,
     RequestKind,
 )
@@ -62,7 +60,6 @@ from streamcap.core.policy_states import (
 )
 from streamcap.core.policy_text import CaptionText, tail_words
 from streamcap.core.policy_window import (
-    NOT_DECODED,
     DecodeInputs,
     DecodeRequest,
     DroppedFinal,
@@ -71,18 +68,7 @@ from streamcap.core.policy_window import (
 )
 from streamcap.core.segmenter import Event, SpeechAudio, SpeechEnd, SpeechStart
 
-__all__ = [
-    "NOT_DECODED",
-    "PARTIAL_CONTEXT_MARGIN_S",
-    "PARTIAL_CONTEXT_MIN_S",
-    "CaptionPolicy",
-    "DecodeInputs",
-    "DroppedFinal",
-    "DecodeRequest",
-    "PolicyConfig",
-    "RequestKind",
-    "Step",
-]
+__all__ = ["CaptionPolicy"]
 
 _EARLY = (WindowState.EARLY_FINAL, WindowState.EARLY_FINAL_READY)  # an early final is valid
 

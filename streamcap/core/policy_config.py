@@ -11,6 +11,8 @@ from typing import Literal
 
 from streamcap.core.text import GuardConfig
 
+__all__ = ["PolicyConfig"]
+
 # partial decodes run the encoder on the window's audio plus this margin, at least the minimum
 # (finals always get Whisper's standard 30 s input); the live pipeline and the benchmark share it
 PARTIAL_CONTEXT_MARGIN_S = 2.0

@@ -1,9 +1,10 @@
 """The caption policy's states and their transitions, as tables (like h11's `_state.py`). Pure.
 
 Three small machines hold everything the policy does in order; the rest of its state is data
-(audio, words, times, the hypothesis). Each change goes through `StateMachine.fire`, which looks
-the (state, event) pair up in its table and raises `PolicyStateError` for a pair the table does
-not hold, so that a rule broken shows where it breaks, not as a caption lost later.
+(audio, words, times, the hypothesis). Each change goes through `StateMachine.fire`
+(`core.state_machine`), which looks the (state, event) pair up in its table and raises
+`TransitionError` for a pair the table does not hold, so that a rule broken shows where it
+breaks, not as a caption lost later.
 
 A *window* (`WINDOW_TRANSITIONS`) is the audio of one utterance, or of its rest after a commit:
 
@@ -33,28 +34,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Generic, TypeVar
 
-__all__ = [
-    "PARTIAL_TRANSITIONS",
-    "SPEECH_TRANSITIONS",
-    "WINDOW_TRANSITIONS",
-    "PartialEvent",
-    "PartialState",
-    "PolicyStateError",
-    "SpeechEvent",
-    "SpeechState",
-    "StateMachine",
-    "WindowEvent",
-    "WindowState",
-    "partial_machine",
-    "speech_machine",
-    "window_machine",
-]
-
-
-class PolicyStateError(RuntimeError):
-    """An event that the machine's table does not allow in its current state."""
+from streamcap.core.state_machine import StateMachine
 
 
 class WindowState(enum.Enum):
@@ -138,37 +119,6 @@ SPEECH_TRANSITIONS: Mapping[SpeechState, Mapping[SpeechEvent, SpeechState]] = {
         SpeechEvent.FINISH: SpeechState.SILENCE,
     },
 }
-
-S = TypeVar("S", bound=enum.Enum)
-E = TypeVar("E", bound=enum.Enum)
-
-
-class StateMachine(Generic[S, E]):
-    """One machine: its table and its current state; `fire` is the only way to change it."""
-
-    __slots__ = ("_state", "_table")
-
-    def __init__(self, table: Mapping[S, Mapping[E, S]], initial: S) -> None:
-        self._table = table
-        self._state = initial
-
-    @property
-    def state(self) -> S:
-        return self._state
-
-    def fire(self, event: E) -> S:
-        """Take `event`: the new state, or `PolicyStateError` if the table does not allow it."""
-        try:
-            new = self._table[self._state][event]
-        except KeyError:
-            raise PolicyStateError(
-                f"{event.name} is not allowed in state {self._state.name}"
-            ) from None
-        self._state = new
-        return new
-
-    def __repr__(self) -> str:
-        return f"<StateMachine {self._state.name}>"
 
 
 def window_machine() -> StateMachine[WindowState, WindowEvent]:

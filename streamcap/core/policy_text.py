@@ -11,6 +11,8 @@ The rules themselves are described in policy.py's module docstring and `PolicyCo
 from __future__ import annotations
 
 from streamcap.core.captions import CaptionEvent
+from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.crosstalk import speech_level_db
 from streamcap.core.cuts import cut_after, timings_for
 from streamcap.core.decode_types import DecodeResult, WordTiming
 from streamcap.core.display import keep_form
@@ -23,8 +25,6 @@ from streamcap.core.text import (
     ends_sentence,
     result_words,
 )
-
-__all__ = ["CaptionText", "tail_words"]
 
 
 class CaptionText:
@@ -113,7 +113,7 @@ class CaptionText:
             step.captions.append(
                 CaptionEvent(
                     "partial", w.segment, text, w.seg_start, req.end, committed,
-                    _latency_ms(now, req.end),
+                    _latency_ms(now, req.end), level_db=speech_level_db(req.audio),
                 )
             )  # fmt: skip
             w.screen = text.split()
@@ -223,11 +223,14 @@ class CaptionText:
             )
         else:
             words = ()
+        i = max(0, round((start - w.start) * SAMPLE_RATE))  # its audio: start..end of the window
+        heard = w.audio()[i : max(i, round((end - w.start) * SAMPLE_RATE))]
         step.captions.append(
             CaptionEvent(
-                "final", w.segment, text, start, end, len(text), _latency_ms(now, end), words
+                "final", w.segment, text, start, end, len(text), _latency_ms(now, end), words,
+                level_db=speech_level_db(heard),
             )
-        )
+        )  # fmt: skip
         if text:
             self._finals.append(text)
             self._by_utterance.setdefault(w.utterance, []).append(text)

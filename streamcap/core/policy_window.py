@@ -21,14 +21,14 @@ from streamcap.core.policy_config import RequestKind
 from streamcap.core.policy_states import (
     PartialEvent,
     PartialState,
-    StateMachine,
     WindowEvent,
     WindowState,
     partial_machine,
     window_machine,
 )
+from streamcap.core.state_machine import StateMachine
 
-__all__ = ["NOT_DECODED", "DecodeInputs", "DecodeRequest", "DroppedFinal", "Step", "Window"]
+__all__ = ["DecodeRequest", "DroppedFinal", "Step"]
 
 #: A closed window's final decode that the worker never delivered (dropped or failed).
 NOT_DECODED = "not_decoded"

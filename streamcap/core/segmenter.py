@@ -20,6 +20,18 @@ from typing import Literal
 import numpy as np
 
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.segmenter_states import SegmenterEvent, SegmenterState, segmenter_machine
+
+__all__ = [
+    "Segmenter",
+    "SegmenterConfig",
+    "SpeechAudio",
+    "SpeechEnd",
+    "SpeechStart",
+    "Utterance",
+    "VadFn",
+    "segment_audio",
+]
 
 VadFn = Callable[[bytes, int], bool]
 EndReason = Literal["silence", "max_length", "flush"]
@@ -62,13 +74,12 @@ class SegmenterConfig:
     split_search_s: float = 5.0
     min_rms_dbfs: float | None = -55.0
     gate_band_hz: tuple[float, float] = (300.0, 4000.0)
-    #: the voice detector: webrtcvad, or Silero (streamcap.audio.silero; the `silero` extra)
-    vad: Literal["webrtc", "silero"] = "webrtc"
+    #: the voice detector, by its name in the runtime's registry (`streamcap.audio.vad`:
+    #: webrtc, silero, or one registered there); the segmenter is handed the detector itself
+    vad: str = "webrtc"
     silero_threshold: float = 0.5
 
     def __post_init__(self) -> None:
-        if self.vad not in ("webrtc", "silero"):
-            raise ValueError("vad must be 'webrtc' or 'silero'")
         if self.aggressiveness not in (0, 1, 2, 3):
             raise ValueError("aggressiveness must be 0, 1, 2 or 3")
         if self.frame_ms not in (10, 20, 30):
@@ -147,11 +158,12 @@ class _Frame:
 
 
 class Segmenter:
-    """webrtcvad + energy gate state machine: silence -> pending -> speech -> silence.
+    """webrtcvad + energy gate state machine: silence -> pending -> speech -> silence (the
+    table: `core.segmenter_states`).
 
     `pending` holds a triggered candidate until it has `min_speech_ms` of voice, so noise bursts
     never reach the decoder. `vad` replaces webrtcvad (tests drive it with synthetic frames;
-    `streamcap.audio.silero.make_vad` builds the one `config.vad` names).
+    `streamcap.audio.vad.make_vad` builds the one `config.vad` names).
     """
 
     def __init__(self, config: SegmenterConfig | None = None, vad: VadFn | None = None) -> None:
@@ -181,6 +193,7 @@ class Segmenter:
         self._leftover = np.zeros(0, dtype=np.float32)
         self._pos = 0  # sample index where the next frame starts
         self._pending_audio: list[_Frame] = []
+        self._machine = segmenter_machine()
         self._reset()
 
     @property
@@ -191,7 +204,7 @@ class Segmenter:
     @property
     def in_speech(self) -> bool:
         """True while an utterance has started and not yet ended."""
-        return self._state == "speech"
+        return self._machine.state is SegmenterState.SPEECH
 
     def push(self, samples: np.ndarray) -> list[Event]:
         """Feed mono float32 samples in [-1, 1], any chunk size; return the events they complete."""
@@ -227,7 +240,9 @@ class Segmenter:
             self._step(_Frame(self._pos, rest, False, float(self._levels(padded)[0])), out)
             self._pos += len(rest)
             self._leftover = np.zeros(0, dtype=np.float32)
-        if self._state != "silence":
+        if self._machine.state is SegmenterState.SILENCE:
+            self._machine.fire(SegmenterEvent.FLUSH)
+        else:
             self._end("flush", out)
         self._flush_audio(out)
         self._reset()
@@ -236,7 +251,7 @@ class Segmenter:
     # -- state machine -------------------------------------------------------------------------
 
     def _reset(self) -> None:
-        self._state: Literal["silence", "pending", "speech"] = "silence"
+        """Forget the utterance (the state is the machine's)."""
         self._hist: deque[_Frame] = deque(maxlen=self._n_preroll + self._n_window)
         self._window: deque[bool] = deque(maxlen=self._n_window)
         self._utt: list[_Frame] = []
@@ -252,7 +267,7 @@ class Segmenter:
         return levels
 
     def _step(self, f: _Frame, out: list[Event]) -> None:
-        if self._state == "silence":
+        if self._machine.state is SegmenterState.SILENCE:
             self._hist.append(f)
             self._window.append(f.voiced)
             if f.voiced and sum(self._window) >= self._n_trigger:
@@ -268,13 +283,13 @@ class Segmenter:
         hist = list(self._hist)
         first_in_window = len(hist) - len(self._window)
         onset = next(i for i in range(first_in_window, len(hist)) if hist[i].voiced)
-        self._open(hist[max(0, onset - self._n_preroll) :], "pending")
+        self._machine.fire(SegmenterEvent.TRIGGER)
+        self._open(hist[max(0, onset - self._n_preroll) :])
         self._update(out)
 
-    def _open(self, frames: list[_Frame], state: Literal["pending", "speech"]) -> None:
+    def _open(self, frames: list[_Frame]) -> None:
         self._hist.clear()
         self._window.clear()
-        self._state = state
         self._utt = frames
         self._sent = 0
         voiced = [i for i, f in enumerate(frames) if f.voiced]
@@ -283,12 +298,13 @@ class Segmenter:
 
     def _update(self, out: list[Event]) -> None:
         """After the utterance grew: confirm it, end it, split it, or send what is certain."""
-        if self._state == "pending" and self._n_voiced >= self._n_min_speech:
-            self._state = "speech"
+        state = self._machine.state
+        if state is SegmenterState.PENDING and self._n_voiced >= self._n_min_speech:
+            state = self._machine.fire(SegmenterEvent.CONFIRM)
             out.append(SpeechStart(self._utt[0].start / SAMPLE_RATE))
         if len(self._utt) - 1 - self._last_voiced >= self._n_hang:
             self._end("silence", out)
-        elif self._state == "speech":
+        elif state is SegmenterState.SPEECH:
             if len(self._utt) >= self._n_max:
                 self._split(out)
             else:
@@ -299,7 +315,12 @@ class Segmenter:
     def _end(self, reason: EndReason, out: list[Event]) -> None:
         utt = self._utt
         stop = min(len(utt), self._last_voiced + 1 + self._n_tail)
-        if self._state == "speech":
+        speech = self._machine.state is SegmenterState.SPEECH
+        if reason == "flush":
+            self._machine.fire(SegmenterEvent.FLUSH)
+        else:
+            self._machine.fire(SegmenterEvent.END if speech else SegmenterEvent.DISCARD)
+        if speech:
             self._send(stop)
             self._flush_audio(out)
             end = utt[stop - 1].end / SAMPLE_RATE
@@ -329,9 +350,11 @@ class Segmenter:
         out.append(SpeechEnd(utt[0].start / SAMPLE_RATE, end, "max_length"))
         rest = utt[k:]
         if not any(f.voiced for f in rest):
+            self._machine.fire(SegmenterEvent.END)
             self._back_to_silence(rest)
             return
-        self._open(rest, "speech")
+        self._machine.fire(SegmenterEvent.SPLIT)
+        self._open(rest)
         out.append(SpeechStart(rest[0].start / SAMPLE_RATE))
         self._send(self._last_voiced + 1 + self._n_tail)
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from streamcap.core.decode_types import DecodeResult
 
+__all__ = ["GuardConfig"]
+
 SENTENCE_END = (".", "?", "!", "\u3002", "\uff1f", "\uff01")
 
 #: Words ending in "." that never end a sentence: titles before a name, Latin and reference

@@ -47,6 +47,8 @@ from streamcap.decoding.lean import CrossCapture, LeanDecoder, supports
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.step import DecoderStep
 
+__all__ = ["Aligner"]
+
 #: openai-whisper's defaults (``transcribe.py``, ``timing.py``).
 PREPEND_PUNCTUATIONS = "\"'\u201c\u00bf([{-"
 APPEND_PUNCTUATIONS = "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001"

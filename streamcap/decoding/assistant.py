@@ -15,6 +15,8 @@ from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.step import DecoderStep, crop_cache
 
+__all__ = ["AssistantDecoder"]
+
 
 def same_tokenizer(main: WhisperSpec, assistant: WhisperSpec) -> bool:
     """True when the assistant speaks the main model's vocabulary (drafts are main tokens)."""

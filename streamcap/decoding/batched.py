@@ -37,6 +37,8 @@ from streamcap.decoding.row import DecodeRow
 from streamcap.decoding.speculative import SpeculativeDecoder
 from streamcap.decoding.verify import DraftLength
 
+__all__ = ["BatchedDecoder"]
+
 #: |batched - batch-1| logits on real rows, rounded up: at most 7.6e-5 over 65 dev clips x 2
 #: drafters in batches of 8 (2036 choices; base, fp32, 2 threads, ``bench_batching.py``).
 MEASURED_LOGIT_DIFF = 1.0e-4

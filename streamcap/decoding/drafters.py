@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+__all__ = ["Drafter", "HypothesisDrafter", "ModelDrafter", "NoDrafter"]
+
 
 class Drafter(Protocol):
     name: str

@@ -15,6 +15,8 @@ from torch.nn import functional as F
 
 from streamcap.core.constants import SAMPLE_RATE
 
+__all__ = ["WhisperFrontEnd"]
+
 #: Log-mel frames per encoder position (the encoder's second convolution has stride 2).
 MEL_FRAMES_PER_POSITION = 2
 #: Zeros kept past the audio of a shortened context, so the STFT's reflected edge sees zeros.

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+__all__ = ["LoopGuard"]
+
 
 @dataclass(frozen=True)
 class LoopGuard:

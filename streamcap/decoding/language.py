@@ -8,6 +8,8 @@ import torch
 
 from streamcap.decoding.step import DecoderStep
 
+__all__ = ["detect_language"]
+
 
 @torch.inference_mode()
 def detect_language_prob(step: DecoderStep, enc: torch.Tensor) -> tuple[int, float, float]:

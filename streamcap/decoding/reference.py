@@ -19,6 +19,8 @@ from streamcap.decoding.guard import LoopGuard
 from streamcap.decoding.language import detect_language
 from streamcap.decoding.speculative import SpeculativeDecoder
 
+__all__ = ["reference_decode"]
+
 
 class LoopStoppingCriteria(StoppingCriteria):
     """Stop ``generate`` where :class:`LoopGuard` would stop our decoder."""

@@ -10,6 +10,8 @@ from typing import Any
 
 from streamcap.core.decode_types import DecodingOptions
 
+__all__ = ["DecodingError", "WhisperSpec"]
+
 MAX_PROMPT_TOKENS = 223  # Whisper keeps at most half the 448-token context for the prompt
 
 

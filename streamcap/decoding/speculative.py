@@ -31,6 +31,8 @@ from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.step import DecoderStep, crop_cache
 from streamcap.decoding.verify import DraftLength
 
+__all__ = ["SpeculativeDecoder"]
+
 _VERIFY_CHUNK = 8  # rows projected onto the vocabulary at a time while verifying
 
 

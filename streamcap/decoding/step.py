@@ -20,6 +20,8 @@ from streamcap.decoding.lean import LeanDecoder, supports
 from streamcap.decoding.screen import ScreenedProjection, screen_is_default
 from streamcap.decoding.spec import WhisperSpec
 
+__all__ = ["DecoderStep"]
+
 
 def _cache_kwarg(decoder: Any) -> str:
     params = inspect.signature(decoder.forward).parameters

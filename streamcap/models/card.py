@@ -15,6 +15,8 @@ from typing import Any
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.models.registry import resolve
 
+__all__ = ["ModelCard"]
+
 
 @dataclass(frozen=True)
 class RemotePlacement:

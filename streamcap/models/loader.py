@@ -14,6 +14,7 @@ from streamcap.models.registry import ModelNotFoundError, resolve
 if TYPE_CHECKING:
     import torch
 
+__all__ = ["LoadedModel", "Placement", "PlacementError", "choose_placement", "load_model"]
 
 #: ``--precision`` values: ``auto`` picks per device and per half of the model (see below).
 PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")

@@ -16,6 +16,8 @@ from streamcap.errors import ReportedError
 if TYPE_CHECKING:  # the converter (numpy) is imported when a model is prepared, not to list one
     from streamcap.models.convert import Progress
 
+__all__ = ["DEFAULT_MODEL", "ModelNotFoundError", "resolve"]
+
 
 class ModelNotFoundError(ReportedError, LookupError):
     """A model name that is neither bundled, a local folder, nor reachable on the hub."""

@@ -15,6 +15,11 @@ batch, its time added to that job's compute time.
 The worker picks the jobs (finals first, never mixed with partials, so a final never waits for
 a partial's encoder) and the batch size (`costs.CostModel`); this module runs them and reports
 one `JobOutcome` per job, with the batch's time shared out, and feeds the measured costs back.
+
+Batching is the transformers engine's own (`runtime.engine.Engine`: its hand-run decoder
+layers, front end and drafters), not the engine port's: `can_batch` says whether an engine has
+it, and an engine without it (any other `runtime.engine_api.InferenceEngine`) decodes one job
+at a time through the port.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TypeGuard
 
 import numpy as np
 
@@ -32,17 +38,18 @@ from streamcap.decoding.batched_encode import context_positions, encode_windows
 from streamcap.runtime.coalesce import complete_parts
 from streamcap.runtime.costs import CostModel
 from streamcap.runtime.engine import Encoded, Engine, with_words
-from streamcap.runtime.jobs import Coalesced, DecodeJob, JobOutcome
+from streamcap.runtime.engine_api import InferenceEngine
+from streamcap.runtime.jobs import DecodeJob, JobOutcome
 
-__all__ = ["BatchRunner", "can_batch"]
 
-
-def can_batch(engine: Engine) -> bool:
-    """Batched decoding needs the hand-run decoder layers and no assistant model (its drafts
-    come from one stateful model per window)."""
-    decoder = getattr(engine, "decoder", None)  # (tests' stand-in engines have none)
-    step = getattr(decoder, "step", None)
-    return getattr(engine, "assistant", None) is None and getattr(step, "lean", None) is not None
+def can_batch(engine: InferenceEngine) -> TypeGuard[Engine]:
+    """Batched decoding needs the transformers engine (`Engine`) with its hand-run decoder
+    layers and no assistant model (its drafts come from one stateful model per window)."""
+    return (
+        isinstance(engine, Engine)
+        and engine.assistant is None
+        and engine.decoder.step.lean is not None
+    )
 
 
 class BatchRunner:
@@ -80,8 +87,7 @@ class BatchRunner:
 
     def _single(self, audio: np.ndarray, context_s: float | None) -> tuple[Encoded, float]:
         encoded = self.engine.encode(audio, context_s=context_s)
-        positions = encoded.enc.shape[1]
-        self.costs.observe_encode(positions, 1, encoded.encoder_s)
+        self.costs.observe_encode(encoded.positions, 1, encoded.encoder_s)
         return encoded, encoded.encoder_s
 
     def run(
@@ -123,11 +129,11 @@ class BatchRunner:
             out.decoder_s = stats.decoder_s
             # the batch's decoder time, shared by forward passes
             out.compute_s = enc_seconds[i] + decode_s * passes[i] / max(1, sum(passes))
-            out.context_s = enc.enc.shape[1] / ENCODER_POSITIONS_PER_S
+            out.context_s = enc.positions / ENCODER_POSITIONS_PER_S
             t1 = time.perf_counter()
             if jobs[i].word_timestamps:  # one pass per job, after the batch: its own time
                 out.result = with_words(engine, enc, prepared[i][0], out.result)
-            if isinstance(jobs[i].tag, Coalesced):  # a backlog of finals: cut and complete
+            if jobs[i].parts is not None:  # a backlog of finals: cut and complete
                 out.parts = complete_parts(engine, jobs[i], out.result)
             out.compute_s += time.perf_counter() - t1
             out.batch = len(jobs)

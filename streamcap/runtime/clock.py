@@ -19,6 +19,8 @@ import numpy as np
 
 from streamcap.core.constants import SAMPLE_RATE
 
+__all__ = ["Clock", "RealClock", "SimulatedClock"]
+
 
 class Measurement:
     """Result of ``Clock.measure()``: ``seconds`` is filled in when the block exits."""

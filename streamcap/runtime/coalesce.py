@@ -41,9 +41,10 @@ from functools import partial
 import numpy as np
 
 from streamcap.core.constants import SAMPLE_RATE
-from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions, WordTiming
-from streamcap.runtime.engine import Engine, with_words
-from streamcap.runtime.jobs import Coalesced, DecodeJob, JobOutcome, Part, parts_of
+from streamcap.core.decode_types import DecodeResult, DecodeStats, JobInputs, WordTiming
+from streamcap.runtime.engine import with_words
+from streamcap.runtime.engine_api import InferenceEngine
+from streamcap.runtime.jobs import DecodeJob, JobOutcome, Part, parts_of
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def coalesce_finals(
         return None
     parts = parts_of(prev)
     last = parts[-1]
-    if new.window <= last.job.window or isinstance(new.tag, Coalesced):
+    if new.window <= last.job.window or new.parts is not None:
         return None
     offset = last.offset + last.duration + gap_s
     if offset + _duration(new) > max_s:
@@ -101,8 +102,8 @@ def coalesce_finals(
         prepare=partial(_prepare, parts),
         word_timestamps=True,  # the cut needs word times, asked for or not
         clock=new.clock,
-        tag=Coalesced(parts),
-        coalesce=prev.coalesce,
+        coalescable=True,
+        parts=parts,
     )
 
 
@@ -115,18 +116,23 @@ def _window_audio(parts: Sequence[Part]) -> np.ndarray:
     return audio
 
 
-def _prepare(parts: Sequence[Part]) -> tuple[DecodingOptions, tuple[int, ...] | None]:
-    """The first final's options (its prompt: what came before the window), and every final's
+def _prepare(parts: Sequence[Part]) -> JobInputs:
+    """The first final's options and prompt (what came before the window), and every final's
     draft one after the other (drafts only speed the decode up: any draft gives the same
     tokens)."""
-    options: DecodingOptions | None = None
+    first: JobInputs | None = None
     draft: list[int] = []
     for p in parts:
-        opts, hyp = p.job.prepared()
-        options = options or opts
-        draft += hyp or ()
-    assert options is not None
-    return options, tuple(draft) or None
+        job = p.job
+        inputs = (
+            job.prepare()
+            if job.prepare is not None
+            else JobInputs(job.options, hypothesis=tuple(job.hypothesis or ()))
+        )
+        first = first or inputs
+        draft += inputs.hypothesis or ()
+    assert first is not None
+    return replace(first, hypothesis=tuple(draft) or None)
 
 
 def _deliver(job: DecodeJob, outcome: JobOutcome, *, decode: Decode, gap_s: float) -> None:
@@ -234,7 +240,7 @@ def cut_short(result: DecodeResult, duration: float) -> bool:
 
 
 def complete_parts(
-    engine: Engine,
+    engine: InferenceEngine,
     job: DecodeJob,
     result: DecodeResult,
     *,
@@ -250,9 +256,8 @@ def complete_parts(
     (waiting cost the hard file's p95 1.3 s: the README's measurement). Finals stay in order:
     the ones after a cut-short final are told with it, at the end."""
     parts = parts_of(job)
-    text = partial(engine.spec.tokenizer.decode, skip_special_tokens=True)
     spans = [(p.offset, p.duration) for p in parts]
-    out = list(split_result(result, spans, gap_s, text))
+    out = list(split_result(result, spans, gap_s, engine.ids_to_text))
     short = [cut_short(out[i], p.duration) for i, p in enumerate(parts)]
     first_short = short.index(True) if True in short else len(parts)
     if tell_first is not None and 0 < first_short < len(parts):
@@ -260,7 +265,7 @@ def complete_parts(
     for i, p in enumerate(parts):
         if not short[i]:
             continue
-        options, hypothesis = p.job.prepared()
+        options, hypothesis = p.job.prepared(engine)
         encoded = engine.encode(p.job.audio)
         alone = engine.decode(encoded, options, hypothesis=hypothesis)
         alone = with_words(engine, encoded, options, alone)

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streamcap.runtime.worker_status import BatchFigures
+
 __all__ = ["CostModel", "CostModelConfig"]
 
 
@@ -170,12 +172,10 @@ class CostModel:
             return True
         return together <= (1 - self.config.min_encoder_saving) * batch * single
 
-    def snapshot(self) -> dict[str, float]:
-        """Measured means for /metrics and reports."""
-        step, batches = dict(self._step), dict(self.batches)  # atomic copies (another thread)
-        out = {f"step_s_b{b}": s for b, s in sorted(step.items())}
-        out.update({f"batches_b{b}": float(n) for b, n in sorted(batches.items())})
-        total = sum(batches.values())
-        if total:
-            out["batch_size_mean"] = sum(b * n for b, n in batches.items()) / total
-        return out
+    def batch_figures(self) -> BatchFigures:
+        """The batches run and the measured step costs, for /metrics and reports (copied at
+        once: the job thread may be writing)."""
+        step, batches = dict(self._step), dict(self.batches)  # atomic copies
+        return BatchFigures(
+            batches=dict(sorted(batches.items())), step_s=dict(sorted(step.items()))
+        )

@@ -3,6 +3,11 @@
 Everything that touches the model goes through here; the worker thread owns one instance.
 It wires the decoding pieces: the main model's front end (features + encoder) and decoder
 loop, and an assistant's decoder step (plus its own front end unless it shares the encoder).
+
+`Engine` is the default engine of the registry (`runtime.engines`, "transformers") and an
+`runtime.engine_api.InferenceEngine`; what it has beyond the port (``decoder``, ``frontend``,
+the assistant, `make_drafter`, a ``drafter`` choice) is for batching (`runtime.batching`), the
+benchmark and the exactness checks.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from streamcap.decoding.step import DecoderStep
 from streamcap.models.loader import LoadedModel, Placement, choose_placement, load_model
 from streamcap.models.precision_probe import EncoderChoice
 from streamcap.models.registry import DEFAULT_MODEL
+from streamcap.runtime.engine_api import EncodedAudio, InferenceEngine
+
+__all__ = ["Engine"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +53,19 @@ class Encoded:
     features: torch.Tensor
     duration_s: float
     encoder_s: float
+
+    @property
+    def positions(self) -> int:
+        """Encoder positions run (1500 for the full 30 s; fewer for a shortened context)."""
+        return int(self.enc.shape[1])
+
+
+def _own(encoded: EncodedAudio) -> Encoded:
+    """``encoded`` as this engine's own window: another engine's encoder output means nothing
+    to it (the port hands a window back to the engine that encoded it)."""
+    if not isinstance(encoded, Encoded):
+        raise TypeError(f"not an encoded window of an Engine: {type(encoded).__name__}")
+    return encoded
 
 
 class Engine:
@@ -161,26 +182,28 @@ class Engine:
 
     def decode(
         self,
-        encoded: Encoded,
+        encoded: EncodedAudio,
         options: DecodingOptions,
         hypothesis: Sequence[int] | None = None,
         drafter: str = "auto",
     ) -> DecodeResult:
-        """Greedy decode; ``auto`` drafts from the hypothesis if given, else the assistant."""
+        """Greedy decode; ``auto`` drafts from the hypothesis if given, else the assistant;
+        ``none``: plain greedy through the same decoder step."""
+        window = _own(encoded)
         if drafter == "auto":
             drafter = "hypothesis" if hypothesis else ("model" if self.assistant else "none")
         result = self.decoder.decode(
-            encoded.enc,
+            window.enc,
             options,
-            self.make_drafter(drafter, hypothesis, encoded),
-            duration_s=encoded.duration_s,
+            self.make_drafter(drafter, hypothesis, window),
+            duration_s=window.duration_s,
         )
         # the encoder ran before (once per window, shared by its decodes): its time joins here
-        stats = replace(result.stats, encoder_s=encoded.encoder_s)
+        stats = replace(result.stats, encoder_s=window.encoder_s)
         return replace(result, stats=stats)
 
     def align(
-        self, encoded: Encoded, options: DecodingOptions, result: DecodeResult
+        self, encoded: EncodedAudio, options: DecodingOptions, result: DecodeResult
     ) -> DecodeResult:
         """``result`` (a decode of ``encoded`` with ``options``) with its ``words`` timed.
 
@@ -190,6 +213,7 @@ class Engine:
         """
         if not result.tokens:
             return result
+        window = _own(encoded)
         if self._aligner is None:
             self._aligner = Aligner(self.main.model, self.decoder.step, self.spec)
         spec = self.spec
@@ -197,7 +221,7 @@ class Engine:
         token = spec.language_id(language) if spec.multilingual and language else None
         prefix = spec.prefix(token, options)
         words = self._aligner.align(
-            encoded.enc, prefix, result.tokens, encoded.duration_s, language, encoded.features
+            window.enc, prefix, result.tokens, window.duration_s, language, window.features
         )
         return replace(result, words=words)
 
@@ -215,6 +239,11 @@ class Engine:
         """Token ids of plain text (for prompts)."""
         return self.spec.text_to_ids(text)
 
+    def ids_to_text(self, ids: Sequence[int]) -> str:
+        """The text of token ids, special tokens skipped (a result cut in parts)."""
+        text: str = self.spec.tokenizer.decode(list(ids), skip_special_tokens=True)
+        return text
+
 
 def _as_causal_lm(model: Any) -> Any:
     from transformers import WhisperForCausalLM
@@ -227,9 +256,9 @@ def _as_causal_lm(model: Any) -> Any:
 
 
 def with_words(
-    engine: Engine, encoded: Encoded, options: DecodingOptions, result: DecodeResult
+    engine: InferenceEngine, encoded: EncodedAudio, options: DecodingOptions, result: DecodeResult
 ) -> DecodeResult:
-    """`Engine.align`, or ``result`` without words if aligning fails (logged): the words are
+    """``engine.align``, or ``result`` without words if aligning fails (logged): the words are
     an extra, and a final's text must never be lost for them."""
     try:
         return engine.align(encoded, options, result)
@@ -238,7 +267,7 @@ def with_words(
         return result
 
 
-def options_for(engine: Engine, language: str | None, task: str) -> DecodingOptions:
+def options_for(engine: InferenceEngine, language: str | None, task: str) -> DecodingOptions:
     """Decoding options, defaulting English-only models to English."""
     opts = DecodingOptions(language=language, task=task)
     if not engine.multilingual:

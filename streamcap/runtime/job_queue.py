@@ -11,10 +11,10 @@ whether its decodes run on this machine or on a replica:
   bounded by the number of streams plus the finals;
 - among streams, the partial waiting longest goes first.
 - a final submitted while its stream's previous final still waits, unstarted, joins it as one
-  job when the jobs say how (`DecodeJob.coalesce`, `runtime.coalesce`) and the owner runs such
-  jobs (``JobQueue(coalesce=True)``: the local worker; a replica does not yet complete a final
-  the joined decode cut short): a backlog of finals costs one encoder call, and the joined job
-  keeps the first one's place and queue time.
+  job when both may (`DecodeJob.coalescable`) and the owner says how (``JobQueue(coalesce=...)``,
+  `runtime.coalesce.coalesce_finals` with the owner's tokenizer: the local worker; a replica
+  does not yet complete a final the joined decode cut short): a backlog of finals costs one
+  encoder call, and the joined job keeps the first one's place and queue time.
 
 Not thread-safe: the owner holds its own lock around every call. Dropped jobs are kept in
 `dropped` until the owner's job thread has told them (``on_done``), never from `add` itself.
@@ -29,6 +29,8 @@ from streamcap.runtime.jobs import DecodeJob, JobKind
 
 #: How many of ``waiting`` jobs of one kind to take together (1: one at a time).
 BatchSize = Callable[[int, JobKind], int]
+#: One job for a waiting final and a later one of its stream, or None (`runtime.coalesce`).
+Coalesce = Callable[[DecodeJob, DecodeJob], DecodeJob | None]
 
 
 def one_at_a_time(waiting: int, kind: JobKind) -> int:
@@ -38,9 +40,9 @@ def one_at_a_time(waiting: int, kind: JobKind) -> int:
 class JobQueue:
     """Finals in order, one partial per stream, and the dropped jobs not yet told."""
 
-    def __init__(self, *, coalesce: bool = False) -> None:
-        #: join a stream's backlog of finals (only an owner that completes what a joined
-        #: window's decode cut short may: `runtime.coalesce.complete_parts`)
+    def __init__(self, *, coalesce: Coalesce | None = None) -> None:
+        #: joins a stream's backlog of finals (only an owner that completes what a joined
+        #: window's decode cut short may: `runtime.coalesce.complete_parts`); None: never
         self.coalesce = coalesce
         self.finals: deque[DecodeJob] = deque()
         self.partials: dict[str, DecodeJob] = {}
@@ -53,7 +55,7 @@ class JobQueue:
         old = self.partials.get(job.stream)
         stale: list[DecodeJob] = []
         if job.kind == "final":
-            if not (self.coalesce and self._coalesce(job)):
+            if not (job.coalescable and self._coalesce(job)):
                 self.finals.append(job)
             if old is not None and old.window <= job.window:
                 stale.append(self.partials.pop(job.stream))
@@ -66,14 +68,16 @@ class JobQueue:
 
     def _coalesce(self, job: DecodeJob) -> bool:
         """Join ``job`` to its stream's last waiting final, in that one's place, if they
-        say they can (`DecodeJob.coalesce`); whether it was joined."""
+        may (`DecodeJob.coalescable`) and the owner joins finals; whether it was joined."""
+        if self.coalesce is None:
+            return False
         for i in range(len(self.finals) - 1, -1, -1):
             prev = self.finals[i]
             if prev.stream != job.stream:
                 continue
-            if prev.coalesce is None or job.coalesce is None:  # both must say how
+            if not prev.coalescable:
                 return False
-            joined = prev.coalesce(prev, job)
+            joined = self.coalesce(prev, job)
             if joined is None:
                 return False
             joined.id, joined.submitted = prev.id, prev.submitted

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
 from streamcap.core.constants import SAMPLE_RATE, WINDOW_S
-from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions, JobInputs
+from streamcap.core.prompting import join_prompt_ids
+from streamcap.decoding.spec import MAX_PROMPT_TOKENS
 from streamcap.runtime.clock import Clock
+
+__all__ = ["DecodeJob", "JobOutcome", "StreamStats", "WorkerStats"]
 
 JobKind = Literal["partial", "final"]
 
@@ -45,16 +49,28 @@ class JobOutcome:
     told: int = 0
 
 
+class Tokenizes(Protocol):
+    """What preparing a job needs of the model that runs it (`worker_api.ModelInfo` has it)."""
+
+    @property
+    def multilingual(self) -> bool: ...
+
+    def text_to_ids(self, text: str) -> tuple[int, ...]: ...
+
+
 @dataclass(eq=False)
 class DecodeJob:
     """One decode of one window of one stream.
 
-    ``prepare`` (called on the worker thread when the job starts) returns the options and the
-    hypothesis to draft from, so they reflect results delivered just before. ``on_done`` is
-    called on the worker thread (or the stepping thread) with the outcome, also for drops.
-    ``word_timestamps`` fills the result's ``words`` after the decode, its time counted in the
-    job's compute time. ``coalesce`` (finals only) says how this job and a later final of its
-    stream become one job while this one still waits (`runtime.coalesce`); None: never.
+    ``prepare`` (called on the worker thread when the job starts) returns what the decode
+    needs that is known only then (`JobInputs`: options, prompt text, the hypothesis to draft
+    from), so it reflects results delivered just before; the runner makes token ids of it
+    (`prepared`). ``on_done`` is called on the worker thread (or the stepping thread) with the
+    outcome, also for drops. ``word_timestamps`` fills the result's ``words`` after the decode,
+    its time counted in the job's compute time. ``request`` is the submitter's number for it
+    (a stream's `core.stream.DecodeOrder`); a ``coalescable`` final may share a window with its
+    stream's next final while it waits (`runtime.coalesce`); ``parts`` are the finals a
+    coalesced job decodes.
     """
 
     stream: str
@@ -64,21 +80,32 @@ class DecodeJob:
     on_done: Callable[[DecodeJob, JobOutcome], None]
     options: DecodingOptions = field(default_factory=DecodingOptions)
     hypothesis: Sequence[int] | None = None
-    prepare: Callable[[], tuple[DecodingOptions, Sequence[int] | None]] | None = None
+    prepare: Callable[[], JobInputs] | None = None
     context_s: float | None = None  # encoder context for a partial; None: standard 30 s
     word_timestamps: bool = False  # time the result's words (`Engine.align`; finals)
     clock: Clock | None = None
-    tag: Any = None  # the submitter's own reference (e.g. its request)
-    coalesce: Callable[[DecodeJob, DecodeJob], DecodeJob | None] | None = None
+    request: int = 0
+    coalescable: bool = False
+    parts: tuple[Part, ...] | None = None
     id: int = 0
     submitted: float = 0.0
 
-    def prepared(self) -> tuple[DecodingOptions, tuple[int, ...] | None]:
+    def prepared(self, model: Tokenizes) -> tuple[DecodingOptions, tuple[int, ...] | None]:
         """The options and the draft to decode with now: ``prepare``'s, if the job has one
-        (every backend calls this once, when the job starts)."""
+        (every backend calls this once, when the job starts), its prompt text made token ids
+        by ``model`` (the stream's own prompt first, then as much of the context as fits),
+        and no language for a model that has only one."""
         options, hypothesis = self.options, self.hypothesis
         if self.prepare is not None:
-            options, hypothesis = self.prepare()
+            inputs = self.prepare()
+            options, hypothesis = inputs.options, inputs.hypothesis
+            if not model.multilingual:
+                options = replace(options, language=None)
+            fixed = model.text_to_ids(inputs.prompt.fixed) if inputs.prompt.fixed else ()
+            context = model.text_to_ids(inputs.prompt.context) if inputs.prompt.context else ()
+            if fixed or context:
+                ids = join_prompt_ids(fixed, context, MAX_PROMPT_TOKENS)
+                options = replace(options, prompt_ids=ids)
         return options, tuple(hypothesis) if hypothesis else None
 
 
@@ -92,17 +119,10 @@ class Part:
     duration: float
 
 
-@dataclass(frozen=True)
-class Coalesced:
-    """The tag of a coalesced job: the finals it decodes, in order."""
-
-    parts: tuple[Part, ...]
-
-
 def parts_of(job: DecodeJob) -> tuple[Part, ...]:
     """The finals ``job`` decodes: its parts if it is coalesced, else itself."""
-    if isinstance(job.tag, Coalesced):
-        return job.tag.parts
+    if job.parts is not None:
+        return job.parts
     return (Part(job, 0.0, len(job.audio) / SAMPLE_RATE),)
 
 

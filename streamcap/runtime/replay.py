@@ -61,6 +61,8 @@ def replay(
     """
     clock = stream.clock
     worker = stream.worker
+    if not isinstance(worker, Worker):  # started or stepped here: more than a stream needs
+        raise TypeError("replay runs the stream's worker: it must be a whole `Worker`")
     simulated = isinstance(clock, SimulatedClock)
     if simulated and worker.threaded:
         raise RuntimeError("replay on a SimulatedClock steps the worker: do not start its thread")

@@ -16,7 +16,7 @@ common lives here once:
 A subclass gives `engine`, `warm_up` and `_loop` (its job thread), and says which jobs it has
 taken from the queue and not yet told (`_taken`); a backend with several decoders says how
 many share the finals' load (`_decoders`), one with remote ones overrides `health`, `usable`
-and `remote_snapshot`.
+and `remote_status`.
 
 Thread contract: `runtime.worker_api`. One condition lock (``_cond``) guards every field here
 and the subclass's own; it is held for bookkeeping only, never while a callback or a decode
@@ -29,13 +29,13 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streamcap.runtime.accounts import WorkerAccounts
 from streamcap.runtime.costs import CostModel
-from streamcap.runtime.job_queue import BatchSize, JobQueue, one_at_a_time
+from streamcap.runtime.job_queue import BatchSize, Coalesce, JobQueue, one_at_a_time
 from streamcap.runtime.jobs import DecodeJob, JobOutcome, StreamStats, WorkerStats
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from streamcap.core.capacity import Admission, CapacityConfig, Load
     from streamcap.runtime.worker_api import ModelInfo
+    from streamcap.runtime.worker_status import BatchFigures, RemoteStatus
 
 __all__ = ["Scheduler"]
 
@@ -60,13 +61,13 @@ class Scheduler:
         name: str,
         capacity: CapacityConfig | None = None,
         costs: CostModel | None = None,
-        coalesce: bool = False,
+        coalesce: Coalesce | None = None,
     ) -> None:
         self.name = name
         #: measured costs (`runtime.costs`), kept by the thread that runs jobs
         self.costs = costs if costs is not None else CostModel()
         self._cond = threading.Condition()
-        #: ``coalesce``: join a stream's backlog of finals (an owner that completes them)
+        #: ``coalesce``: joins a stream's backlog of finals (an owner that completes them)
         self._queue = JobQueue(coalesce=coalesce)
         self._running: list[DecodeJob] = []  # taken by the job thread, not yet told
         self._thread: threading.Thread | None = None
@@ -109,7 +110,7 @@ class Scheduler:
         """New work has somewhere to go (always, for a worker whose decoders are its own)."""
         return True
 
-    def remote_snapshot(self) -> Mapping[str, Any] | None:
+    def remote_status(self) -> RemoteStatus | None:
         """No remote decoders to publish (`RemoteWorker` has some)."""
         return None
 
@@ -207,9 +208,10 @@ class Scheduler:
                 self._cond.wait(left if left is not None else 1.0)
         return True
 
-    def text_to_ids(self, text: str) -> tuple[int, ...]:
-        """Prompt token ids from the worker's tokenizer (never a decode)."""
-        return tuple(self.engine.text_to_ids(text)) if text else ()
+    def final_cost_s(self) -> float | None:
+        """Mean seconds one final costs here, once measured (the prior of `warm_up`, then
+        every final run)."""
+        return self.costs.job_cost("final")
 
     # ------------------------------------------------------------------ the job thread's part
 
@@ -289,6 +291,10 @@ class Scheduler:
         """Totals for one stream, plus its jobs waiting now."""
         with self._cond:
             return replace(self._books.of_stream(stream), queue_depth=self._queue.waiting(stream))
+
+    def batch_figures(self) -> BatchFigures:
+        """The decoder batches run and their measured step costs (`CostModel.batch_figures`)."""
+        return self.costs.batch_figures()
 
     def streams_changed(self, streams: int) -> None:
         """The number of live streams on this worker is now ``streams`` (the server says)."""

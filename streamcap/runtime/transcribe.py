@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from streamcap.audio import iter_audio_chunks
-from streamcap.audio.silero import make_vad
+from streamcap.audio.vad import make_vad
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions
@@ -35,7 +35,10 @@ from streamcap.core.segmenter import (
 )
 from streamcap.core.text import GuardConfig, describe_drop, drop_reason
 from streamcap.decoding.spec import MAX_PROMPT_TOKENS
-from streamcap.runtime.engine import Engine, with_words
+from streamcap.runtime.engine import with_words
+from streamcap.runtime.engine_api import InferenceEngine
+
+__all__ = ["TranscribeOptions", "Transcription"]
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +98,7 @@ class Transcription:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: InferenceEngine,
         path: str | os.PathLike[str],
         options: TranscribeOptions | None = None,
         *,

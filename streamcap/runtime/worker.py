@@ -1,12 +1,16 @@
 """The inference worker: one thread owns the engine and serves decode jobs from many streams.
 
+The engine is any `runtime.engine_api.InferenceEngine` (made by name, `runtime.engines`);
+batching needs what only the transformers engine has (`runtime.batching.can_batch`), so
+another engine decodes one job at a time.
+
 A `runtime.worker_api.Worker` on the shared scheduler core (`runtime.scheduler`: the queue's
 rules, docs/design.md and `runtime.job_queue`, shared with the remote backend's gateway; the books,
 admission, the lifecycle): finals before partials, in order, never dropped; at most one partial
 waits per stream (a newer one drops the older, a final drops its stream's older ones); among
 streams the partial waiting longest goes first. This class runs the jobs.
 
-Partials may use a shortened encoder context (`DecodeJob.context_s`, `Engine.encode`'s
+Partials may use a shortened encoder context (`DecodeJob.context_s`, the engine's
 whisper.cpp-style "audio context": the audio plus a margin); the encoder's cost falls in
 proportion. Finals (``context_s=None``) always use the model's standard 30 s input, so they are
 exact.
@@ -41,38 +45,29 @@ from streamcap.core.constants import ENCODER_POSITIONS_PER_S, SAMPLE_RATE
 from streamcap.core.decode_types import DecodeResult, DecodingOptions
 from streamcap.runtime.batching import BatchRunner, can_batch
 from streamcap.runtime.clock import Measurement
-from streamcap.runtime.coalesce import complete_parts, tell_part
+from streamcap.runtime.coalesce import coalesce_finals, complete_parts, tell_part
 from streamcap.runtime.costs import CostModel, CostModelConfig
-from streamcap.runtime.engine import Encoded, Engine, with_words
+from streamcap.runtime.engine import with_words
+from streamcap.runtime.engine_api import EncodedAudio, InferenceEngine
 from streamcap.runtime.jobs import (
-    Coalesced,
     DecodeJob,
     JobKind,
     JobOutcome,
-    StreamStats,
-    WorkerStats,
 )
 from streamcap.runtime.memory import HeapTrimmer
 from streamcap.runtime.scheduler import Scheduler
 
-__all__ = [
-    "DecodeJob",
-    "InferenceWorker",
-    "JobKind",
-    "JobOutcome",
-    "StreamStats",
-    "WorkerStats",
-    "encode_window",
-    "final_cost",
-]
+__all__ = ["InferenceWorker"]
 
 
-def encode_window(engine: Engine, audio: np.ndarray, context_s: float | None = None) -> Encoded:
+def encode_window(
+    engine: InferenceEngine, audio: np.ndarray, context_s: float | None = None
+) -> EncodedAudio:
     """Log-mel + encoder; ``context_s`` < 30 s shortens the encoder context (partials only)."""
     return engine.encode(audio, context_s=context_s)
 
 
-def final_cost(engine: Engine, language: str | None = None) -> float:
+def final_cost(engine: InferenceEngine, language: str | None = None) -> float:
     """A final's cost on ``engine`` (seconds), for the prior of admission control: a
     final-shaped decode run three times (the first calls pick kernels and allocate), the
     fastest encoder call taken.
@@ -101,7 +96,7 @@ class InferenceWorker(Scheduler):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: InferenceEngine,
         *,
         name: str = "streamcap-worker",
         capacity: CapacityConfig | None = None,
@@ -109,11 +104,21 @@ class InferenceWorker(Scheduler):
     ) -> None:
         # the queue completes joined finals (`_execute`); the costs are measured per batch size
         costs = CostModel(CostModelConfig(max_batch=max(1, max_batch)))
-        super().__init__(name=name, capacity=capacity, costs=costs, coalesce=True)
-        self.engine: Engine = engine
+        super().__init__(
+            name=name,
+            capacity=capacity,
+            costs=costs,
+            coalesce=self._coalesce,
+        )
+        self.engine: InferenceEngine = engine
         self._heap = HeapTrimmer()
         self._batcher: BatchRunner | None = None  # made at the first batch
         self._batchable: bool | None = None
+
+    def _coalesce(self, prev: DecodeJob, new: DecodeJob) -> DecodeJob | None:
+        """The queue's way to join a stream's waiting finals (`runtime.coalesce`), cutting the
+        joined result with this engine's tokenizer."""
+        return coalesce_finals(prev, new, decode=self.engine.ids_to_text)
 
     def warm_up(self, language: str | None = None) -> float:
         """Warm the engine up and set the prior of admission control (`final_cost`);
@@ -188,21 +193,29 @@ class InferenceWorker(Scheduler):
         prepared: list[tuple[DecodingOptions, tuple[int, ...] | None]] = []
         for i, job in enumerate(jobs):
             try:
-                prepared.append(job.prepared())
+                prepared.append(job.prepared(self.engine))
                 ready.append(i)
             except Exception as e:  # a bad job must not fail the others
                 outcomes[i].error = e
         try:
-            if self._batcher is None:
-                self._batcher = BatchRunner(self.engine, self.costs)
-            self._batcher.run([jobs[i] for i in ready], prepared, [outcomes[i] for i in ready])
+            self._batch_runner().run(
+                [jobs[i] for i in ready], prepared, [outcomes[i] for i in ready]
+            )
         except Exception as e:  # the batch failed: every job in it hears of it
             for i in ready:
                 outcomes[i].error = e
         self._finish(jobs, outcomes)
 
+    def _batch_runner(self) -> BatchRunner:
+        if self._batcher is None:
+            engine = self.engine
+            if not can_batch(engine):  # (`_batch_size` asks for no batch then)
+                raise RuntimeError("this engine decodes one job at a time")
+            self._batcher = BatchRunner(engine, self.costs)
+        return self._batcher
+
     def _execute(self, job: DecodeJob, outcome: JobOutcome) -> JobOutcome:
-        options, hypothesis = outcome.options, outcome.hypothesis = job.prepared()
+        options, hypothesis = outcome.options, outcome.hypothesis = job.prepared(self.engine)
         t0 = time.perf_counter()
         with _measured(job) as m:
             encoded = encode_window(self.engine, job.audio, job.context_s)
@@ -213,8 +226,8 @@ class InferenceWorker(Scheduler):
         outcome.encoder_s = encoded.encoder_s
         outcome.decoder_s = result.stats.decoder_s
         outcome.compute_s = m.seconds if m is not None else time.perf_counter() - t0
-        outcome.context_s = encoded.enc.shape[1] / ENCODER_POSITIONS_PER_S
-        if isinstance(job.tag, Coalesced):  # a backlog of finals in one window
+        outcome.context_s = encoded.positions / ENCODER_POSITIONS_PER_S
+        if job.parts is not None:  # a backlog of finals in one window
             # the finals the joined decode completed are told before a later one is decoded
             # again alone (charged to a simulated clock first: told when they would be)
             def tell_first(results: Sequence[DecodeResult]) -> None:
@@ -226,7 +239,7 @@ class InferenceWorker(Scheduler):
             with _measured(job) as again:
                 outcome.parts = complete_parts(self.engine, job, result, tell_first=tell_first)
             outcome.compute_s += again.seconds if again is not None else time.perf_counter() - t1
-        self.costs.observe_encode(encoded.enc.shape[1], 1, encoded.encoder_s)
+        self.costs.observe_encode(encoded.positions, 1, encoded.encoder_s)
         self.costs.observe_job(job.kind, encoded.encoder_s, result.stats.decoder_s)
         self.costs.observe_batch(1)
         if result.stats.forward_passes:

@@ -7,15 +7,22 @@ core (`runtime.scheduler.Scheduler`: the queue's rules, the books, admission, th
 and differ only in how a job runs. A third backend subclasses that core, or satisfies
 `Worker` by itself; nothing above it changes.
 
+`Worker` is three ports, one per audience, so each sees only what it uses: `StreamWorker`
+(a live stream: submit, wait for its own jobs, a final's cost), `WorkerStatus` (the server's
+status, admission control and metrics: the model, the books, load, admission, health and
+typed figures, `runtime.worker_status`) and `WorkerLifecycle` (the worker's owner: warm up,
+start or step, the number of live streams, stop). Tokenizing a job's prompt is the job
+runner's (`runtime.jobs.DecodeJob.prepared`), measured costs are the worker's own
+(`runtime.costs`): neither is on the port.
+
 `ModelInfo` is what a worker's model says of itself without its weights: `runtime.engine.Engine`
 and `models.card.ModelCard` (the Ray gateway's tokenizer) both satisfy it.
 
 Pure typing: nothing here imports torch, a model or a thread.
 
 Thread contract (every worker keeps it):
-- Any thread may call `submit`, `queue_depth`, `idle`, `wait_idle`, `total_stats`,
-  `stream_stats`, `text_to_ids`, `load`, `admission`, `streams_changed`, `health`, `usable`,
-  `remote_snapshot` and `stop`; they hold the worker's lock only for bookkeeping and never
+- Any thread may call `submit`, `wait_idle`, `final_cost_s`, every `WorkerStatus` method,
+  `streams_changed` and `stop`; they hold the worker's lock only for bookkeeping and never
   run a decode.
 - `submit` never runs a callback: the waiting jobs a submission makes stale are told
   (``on_done`` with ``dropped=True``) later, by the thread that runs jobs. So a feeder (the
@@ -29,16 +36,25 @@ Thread contract (every worker keeps it):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from streamcap.core.capacity import Admission, Load
     from streamcap.decoding.spec import WhisperSpec
-    from streamcap.runtime.costs import CostModel
     from streamcap.runtime.jobs import DecodeJob, StreamStats, WorkerStats
+    from streamcap.runtime.worker_status import BatchFigures, RemoteStatus
 
-__all__ = ["ModelInfo", "ModelName", "Placed", "Worker"]
+__all__ = [
+    "ModelInfo",
+    "ModelName",
+    "Placed",
+    "StreamWorker",
+    "Worker",
+    "WorkerLifecycle",
+    "WorkerStatus",
+]
 
 
 class Placed(Protocol):
@@ -78,25 +94,40 @@ class ModelInfo(Protocol):
         ...
 
 
-@runtime_checkable
-class Worker(Protocol):
-    """Decodes jobs from many streams by the queue's rules (`runtime.job_queue`); see the
-    module docstring for the thread contract."""
+class StreamWorker(Protocol):
+    """What a live stream uses of a worker (`runtime.stream.LiveStream`): it submits jobs,
+    waits for its own to be done, and reads what a final costs (its early-final rule's input,
+    `core.stream.StreamProtocol.receive_final_cost`). Nothing of the model: the job runner
+    tokenizes (`runtime.jobs.DecodeJob.prepared`)."""
+
+    def submit(self, job: DecodeJob) -> DecodeJob:
+        """Queue ``job`` (numbered and stamped); never runs a callback."""
+        ...
+
+    def wait_idle(self, timeout: float | None = None, stream: str | None = None) -> bool:
+        """Block until nothing of ``stream`` waits or runs (a worker without a thread runs its
+        jobs here); False on timeout."""
+        ...
+
+    @property
+    def threaded(self) -> bool:
+        """True while the worker's own thread runs jobs (else its owner steps it)."""
+        ...
+
+    def final_cost_s(self) -> float | None:
+        """Mean seconds one final costs on this worker, once measured (None before)."""
+        ...
+
+
+class WorkerStatus(Protocol):
+    """What the server's status, admission control and metrics read of a worker
+    (`server.app`, `server.metrics`): its model, its books, its load and admission, its
+    health, and typed figures (`runtime.jobs`, `runtime.worker_status`), never a dict read
+    back by key. Every method is bookkeeping: any thread, never a decode."""
 
     @property
     def engine(self) -> ModelInfo:
         """The model the decodes run on (tokenizer, languages, placement)."""
-        ...
-
-    @property
-    def costs(self) -> CostModel:
-        """Measured decode costs (what a final costs; batch sizes), kept by the job thread."""
-        ...
-
-    # ---- jobs
-
-    def submit(self, job: DecodeJob) -> DecodeJob:
-        """Queue ``job`` (numbered and stamped); never runs a callback."""
         ...
 
     @property
@@ -108,23 +139,48 @@ class Worker(Protocol):
         """Nothing of ``stream`` (of any, if None) waiting, running, or still to be told."""
         ...
 
-    def wait_idle(self, timeout: float | None = None, stream: str | None = None) -> bool:
-        """Block until `idle` (a worker without a thread runs its jobs here); False on
-        timeout."""
+    def total_stats(self) -> WorkerStats:
+        """Totals over all streams, with the queue depth now and at most."""
         ...
 
-    def text_to_ids(self, text: str) -> tuple[int, ...]:
-        """Prompt token ids (never a decode, never a remote call)."""
+    def stream_stats(self, stream: str) -> StreamStats:
+        """Totals for one stream, with its jobs waiting now."""
         ...
 
-    # ---- lifecycle
-
-    @property
-    def threaded(self) -> bool:
-        """True while the worker's own thread runs jobs (else its owner steps it)."""
+    def load(self) -> Load:
+        """The measured load over the meter's window (`core.capacity`)."""
         ...
 
-    def start(self) -> Worker:
+    def admission(self, streams: int, joins_room: bool = False) -> Admission:
+        """May one more publisher join ``streams`` live ones (`core.capacity.admit`)?"""
+        ...
+
+    def batch_figures(self) -> BatchFigures:
+        """The decoder batches run, by size, and their measured step costs."""
+        ...
+
+    # ---- health (a backend whose decoders live elsewhere says more than the defaults)
+
+    def health(self) -> str:
+        """One line for /healthz (``ok`` for a local worker)."""
+        ...
+
+    def usable(self) -> bool:
+        """True while new work has somewhere to go (a local worker: always)."""
+        ...
+
+    def remote_status(self) -> RemoteStatus | None:
+        """The remote decoders (`server.metrics.remote_families`); None for a worker without
+        any."""
+        ...
+
+
+class WorkerLifecycle(Protocol):
+    """What the worker's owner does with it (the command line, `runtime.replay`, a test):
+    warm it up, run it on its thread or step it, tell it how many streams are live, stop
+    it."""
+
+    def start(self) -> Self:
         """Run jobs on the worker's own thread until `stop`."""
         ...
 
@@ -146,39 +202,13 @@ class Worker(Protocol):
         final (seconds), which it returns."""
         ...
 
-    # ---- books and admission
-
-    def total_stats(self) -> WorkerStats:
-        """Totals over all streams, with the queue depth now and at most."""
-        ...
-
-    def stream_stats(self, stream: str) -> StreamStats:
-        """Totals for one stream, with its jobs waiting now."""
-        ...
-
     def streams_changed(self, streams: int) -> None:
         """The number of live streams (talk channels) is now ``streams``."""
         ...
 
-    def load(self) -> Load:
-        """The measured load over the meter's window (`core.capacity`)."""
-        ...
 
-    def admission(self, streams: int, joins_room: bool = False) -> Admission:
-        """May one more publisher join ``streams`` live ones (`core.capacity.admit`)?"""
-        ...
-
-    # ---- health (a backend whose decoders live elsewhere says more than the defaults)
-
-    def health(self) -> str:
-        """One line for /healthz (``ok`` for a local worker)."""
-        ...
-
-    def usable(self) -> bool:
-        """True while new work has somewhere to go (a local worker: always)."""
-        ...
-
-    def remote_snapshot(self) -> Mapping[str, Any] | None:
-        """What /metrics publishes of remote decoders (`server.metrics.remote_families`);
-        None for a worker without any."""
-        ...
+@runtime_checkable
+class Worker(StreamWorker, WorkerStatus, WorkerLifecycle, Protocol):
+    """A whole worker: decodes jobs from many streams by the queue's rules
+    (`runtime.job_queue`), for its three audiences (a stream, the server's status, its owner);
+    see the module docstring for the thread contract."""

@@ -14,6 +14,8 @@ it can reach:
 - **Metrics**: `/metrics` tells how busy the server is and which clients it refused; with a
   `--metrics-token` it needs that token, without one it is served to loopback clients only
   when the server listens beyond this machine.
+- **Shares** (`AddressShare`): on a side without a token anyone may take its slots, so one
+  client address may hold only a share of them and the first comer cannot take them all.
 """
 
 from __future__ import annotations
@@ -21,11 +23,10 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from functools import cache
 from urllib.parse import urlsplit
-
-__all__ = ["host_allowed", "is_loopback", "metrics_allowed", "origin_allowed", "split_host"]
 
 _LOCAL_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 
@@ -132,3 +133,35 @@ def metrics_allowed(token_ok: bool, has_token: bool, bind_host: str, peer_host: 
     if is_loopback(bind_host):
         return True
     return peer_host is not None and is_loopback(peer_host)
+
+
+class AddressShare:
+    """Slots of one kind (viewers) held per client address, at most `share` each (None: no
+    limit). Pure bookkeeping: the server asks `refusal` and holds a slot while it is used."""
+
+    def __init__(self, share: int | None, what: str, total: int) -> None:
+        self.share, self.what, self.total = share, what, total
+        self._held: Counter[str] = Counter()
+
+    def held(self, address: str) -> int:
+        return self._held[address]
+
+    def refusal(self, address: str) -> str | None:
+        """Why `address` may not take one more slot now, or None."""
+        n = self._held[address]
+        if self.share is None or n < self.share:
+            return None
+        return (
+            f"{address} already holds {n} of the server's {self.total} {self.what}; one address "
+            f"may hold {self.share} on a server without a token"
+        )
+
+    @contextlib.contextmanager
+    def hold(self, address: str) -> Iterator[None]:
+        self._held[address] += 1
+        try:
+            yield
+        finally:
+            self._held[address] -= 1
+            if self._held[address] <= 0:
+                del self._held[address]

@@ -38,7 +38,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from . import routes
-from .accept import authenticated, counted_connection
+from .accept import authenticated, count_control_frames, counted_connection, peer_address
+from .access import AddressShare
+from .bucket import BucketsByKey, ByteBudget
 from .budget import ConnectionBudget
 from .client_text import parse_speaker
 from .close import CloseCode, ProtocolError
@@ -47,7 +49,7 @@ from .delivery import Delivery
 from .gate import RequestGate
 from .hub import Hub
 from .ingest import IngestSession
-from .metrics import ServerMetrics, engine_info, worker_snapshot
+from .metrics import ServerMetrics, WorkerFigures, engine_info
 from .publishers import Publishers
 from .ratelog import RateLimitedLog
 from .record import Recorder
@@ -58,9 +60,10 @@ from .subtitles import SubtitleDownloads
 from .viewers import serve_viewer
 
 if TYPE_CHECKING:
+    from streamcap.core.live_config import LiveConfig
     from streamcap.runtime.worker_api import Worker
 
-__all__ = ["CaptionServer", "ServerConfig", "StreamFactory", "live_stream_factory"]
+__all__ = ["CaptionServer"]
 
 log = logging.getLogger("streamcap.server")
 
@@ -76,19 +79,27 @@ class CaptionServer:
         config: ServerConfig,
         worker: Worker,
         stream_factory: StreamFactory | None = None,
+        *,
+        live: LiveConfig | None = None,
+        speakers: str = "off",
     ) -> None:
+        """``live`` and ``speakers`` tune the live streams the server builds (its factory
+        also counts their dropped finals in /metrics); ``stream_factory`` replaces it."""
         self.config = config
         self.worker = worker
         self.stream_factory = stream_factory or live_stream_factory(
-            worker, default_language=config.default_language
+            worker,
+            live,
+            config.default_language,
+            speakers,
+            on_drop=lambda dropped: self.metrics.final_dropped(dropped),
         )
         self.recorder = Recorder(config.record_dir) if config.record_dir is not None else None
         restore = None
         if self.recorder is not None:
-            recorder = self.recorder
 
-            def restore(stream: str) -> Any:
-                return recorder.load(stream, max_finals=config.memory_finals)
+            def restore(stream: str) -> Any:  # read back off the loop (`delivery.Delivery`)
+                return self.delivery.restore(stream, config.memory_finals)
 
         self.hub = Hub(
             retain=config.retain_streams, max_finals=config.memory_finals, restore=restore
@@ -97,10 +108,10 @@ class CaptionServer:
         #: every publisher connection, and the places of those that started (the claim rule)
         self._publishers = Publishers(config, self.rlog, full=self.full, closing=self._shutting)
         self.metrics = ServerMetrics(
-            self.hub.snapshot,
+            self.hub.figures,
             self._worker_metrics,
             engine_info(worker.engine),
-            remote=worker.remote_snapshot,
+            remote=worker.remote_status,
         )
         self.web_dir = config.web_dir or routes.default_web_dir()
         self._fd_log = RateLimitedLog(log, interval_s=FD_LOG_INTERVAL_S, burst=1)
@@ -111,13 +122,22 @@ class CaptionServer:
         self.refusals = Refusals(self.metrics, self.rlog)
         self.connections = ConnectionBudget(
             config.connection_limit,
-            config.max_pending_per_address,
+            config.pending_per_address,
             accept_rate=config.max_accept_rate_per_address,
         )
-        self.delivery = Delivery(self.recorder, self.metrics, self.rlog)
-        self._subtitles = SubtitleDownloads(
-            config, self.hub, self.delivery.older_finals, self.refusals
+        # an open side's slots and real time are shared out per client address
+        self._viewer_share = AddressShare(config.viewers_per_address, "viewers", config.max_viewers)
+        share, burst = config.streams_per_address, config.burst_s
+        self._audio_by_address = (
+            BucketsByKey(float(share), burst * share) if share and burst is not None else None
         )
+        self.delivery = Delivery(
+            self.recorder,
+            self.metrics,
+            self.rlog,
+            ByteBudget(config.download_rate, config.download_burst),
+        )
+        self._subtitles = SubtitleDownloads(config, self.hub, self.delivery, self.refusals)
         self._gate = RequestGate(
             config, self.metrics, self.rlog, self.refusals, closing=self._shutting, route=self._http
         )
@@ -132,6 +152,7 @@ class CaptionServer:
             stream_factory=self.stream_factory,
             caption_callback=self.delivery.caption_callback,
             streams_changed=self.streams_changed,
+            publisher_left=self.delivery.publisher_left,
             stream_closed=self.delivery.stream_closed,
         )
         self._viewer_services = ViewerServices(
@@ -162,6 +183,7 @@ class CaptionServer:
             max_size=2 * cfg.max_frame_bytes,  # bigger frames get protocol.py's clear 1009
             compression=None,  # PCM does not compress; deflate would only cost CPU
             ping_interval=cfg.ping_interval_s,
+            ping_timeout=cfg.ping_timeout_s,
             server_header="streamcap",
             create_connection=counted_connection(
                 self.connections, self.refusals, cfg.handshake_timeout_s
@@ -175,6 +197,8 @@ class CaptionServer:
 
     def _ssl_context(self) -> ssl.SSLContext | None:
         cfg = self.config
+        if cfg.ssl_context is not None:  # built (and checked) by the caller: keys read once
+            return cfg.ssl_context
         if cfg.tls_cert is None or cfg.tls_key is None:
             return None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -248,7 +272,7 @@ class CaptionServer:
             await _wait_events(list(self.viewer_done), cfg.shutdown_flush_s)
         self._server.close(close_connections=True)
         await self._server.wait_closed()
-        self.delivery.close(self.hub.entries())
+        await self.delivery.close(self.hub.entries())
 
     # ------------------------------------------------------------------ HTTP
 
@@ -305,25 +329,46 @@ class CaptionServer:
             await self._ingest(ws, params["stream"], speaker)
         else:
             authenticated(ws)
-            await serve_viewer(
-                self._viewer_services,
-                ws,
-                params["stream"],
-                int(params["since"]),
-                params.get("epoch"),
-            )
+            address = peer_address(ws)
+            why = self._viewer_share.refusal(address)
+            if why is not None and self.hub.viewers < self.config.max_viewers:  # else: the limit
+                err = ProtocolError(CloseCode.POLICY_VIOLATION, why)
+                await self.refusals.refuse(ws, err, "limit", params["stream"])
+                return
+            with self._viewer_share.hold(address):
+                await serve_viewer(
+                    self._viewer_services,
+                    ws,
+                    params["stream"],
+                    int(params["since"]),
+                    params.get("epoch"),
+                )
 
     async def _ingest(self, ws: ServerConnection, stream: str, speaker: str = "") -> None:
-        refused = self._publishers.refusal_at_connect(stream, speaker)
+        address = peer_address(ws)
+        refused = self._publishers.refusal_at_connect(stream, speaker, address)
         if refused is not None:
             await self.refusals.refuse(ws, refused[0], refused[1], stream)
             return
         session = IngestSession(self._publisher_services, ws, stream, speaker)
+        self._guard(session, address)
         self._publishers.opened(session)
         try:
             await session.run()
         finally:  # its place, if its start claimed one
             self._publishers.closed(session)
+
+    def _guard(self, session: IngestSession, address: str) -> None:
+        """Flood guards beyond the session's own messages: its ping and pong frames count
+        against `--max-frame-rate`, and on an open server every publisher of one address
+        spends one real-time budget of audio (a client that reconnects gets no new burst)."""
+        if self._audio_by_address is not None:
+            session.state.share_audio(self._audio_by_address.of(address))
+        count_control_frames(
+            session.ws,
+            session.state.receive_control,
+            lambda e: self.refusals.refuse(session.ws, e, "flood", session.stream),
+        )
 
     # ---- capacity (admission control: `core.capacity`, measured by the worker)
 
@@ -344,18 +389,18 @@ class CaptionServer:
         """Tell the worker's meter how many talk channels (rooms with a publisher) are live."""
         self.worker.streams_changed(self.hub.rooms_publishing)
 
-    def _worker_metrics(self) -> dict[str, float]:
-        out = worker_snapshot(self.worker)
-        m = self.worker.load()
-        out.update(load_busy=m.busy, load_finals=m.finals, final_wait_p95=m.final_wait_p95_s)
+    def _worker_metrics(self) -> WorkerFigures:
+        """The worker as /metrics publishes it: its books, load, batches, and the admission
+        decision for the rooms live now (within ``--max-streams``; admission off: accepting)."""
         decision = self.worker.admission(len(self._live_rooms()))
-        out.update(
-            stream_finals_load=decision.per_stream,
-            capacity_streams=float(min(decision.capacity, self.config.max_streams)),
-            accepting=float(decision.ok or not self.config.admission),
+        return WorkerFigures(
+            stats=self.worker.total_stats(),
+            load=self.worker.load(),
+            admission=decision,
+            capacity_streams=min(decision.capacity, self.config.max_streams),
+            accepting=decision.ok or not self.config.admission,
+            batches=self.worker.batch_figures(),
         )
-        out.update(self.worker.costs.snapshot())
-        return out
 
 
 async def _wait_events(events: list[asyncio.Event], timeout: float) -> None:

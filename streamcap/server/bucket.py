@@ -1,8 +1,9 @@
 """A token bucket: `burst` deep, refilled at `rate` per second. Pure (the caller gives `now`).
 
 One rule for every budget of the server that is spent in amounts over time: a publisher's
-messages (`protocol.IngestState`), and the bytes of subtitle downloads per client address and
-in all (`subtitles.py`), so a looping downloader cannot take the CPU from the captions.
+messages (`protocol.IngestState`), and the bytes the server reads back or sends for a client
+(`ByteBudget`: subtitle downloads and replays from a recording, per client address and in
+all), so a looping downloader or viewer cannot take the CPU from the captions.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class TokenBucket:
             return False
         self.tokens -= amount
         return True
+
+    def spend(self, amount: float, now: float) -> None:
+        """Spend `amount` (at most a full bucket), down to empty: for a caller that has just
+        seen `wait_s` say 0."""
+        self._refill(now)
+        self.tokens = max(0.0, self.tokens - min(amount, self.burst))
 
     def wait_s(self, amount: float, now: float) -> float:
         """Seconds until `amount` could be taken (0 if now; an amount over `burst` waits for a
@@ -58,3 +65,22 @@ class BucketsByKey:
         while len(self._buckets) > self.most:
             del self._buckets[next(iter(self._buckets))]
         return bucket
+
+
+class ByteBudget:
+    """Bytes the server reads back or sends for one client address (`burst` at once, refilled
+    at `rate` per second) and for all addresses together (`share` times that). Work is
+    checked against it before it is done (`wait_s`), so a request it refuses costs nothing."""
+
+    def __init__(self, rate: float, burst: float, share: float = 4.0) -> None:
+        self._mine = BucketsByKey(rate, burst)
+        self._all = TokenBucket(share * rate, share * burst)
+
+    def wait_s(self, address: str, size: float, now: float) -> float:
+        """0 if `size` bytes fit `address`'s budget and everyone's now, else the seconds until
+        they would (a size over the burst waits for a full bucket)."""
+        return max(self._mine.of(address).wait_s(size, now), self._all.wait_s(size, now))
+
+    def spend(self, address: str, size: float, now: float) -> None:
+        self._mine.of(address).spend(size, now)
+        self._all.spend(size, now)

@@ -19,6 +19,8 @@ from websockets.exceptions import ConnectionClosed
 
 from streamcap.audio.pcm import float_to_pcm
 
+__all__ = ["PublishError", "publish", "watch", "ws_url"]
+
 
 def ws_url(base: str, route: str, stream: str, **params: Any) -> str:
     """`base` like `ws://127.0.0.1:8765`; None-valued params are left out."""

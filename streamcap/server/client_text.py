@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import regex
+
 from .close import bad_data as _bad
 
 #: A publisher's name in a room: it goes into WebVTT voice tags and overlays, so no markup.
@@ -22,6 +24,15 @@ _SPEAKER_BAD = re.compile(r"[<>&\"\x00-\x1f\x7f]")
 #: and unassigned code points (invisible or look-alike names).
 _TEXT_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs"})
 _NAME_BAD_CATEGORIES = _TEXT_BAD_CATEGORIES | {"Co", "Cn"}
+#: Characters that draw nothing in a name, so "Ana" + one of them would show as a second
+#: "Ana": Unicode's Default_Ignorable_Code_Point (the `regex` module keeps the Unicode data;
+#: it covers the Hangul fillers U+115F/U+1160/U+3164/U+FFA0, the combining grapheme joiner
+#: U+034F and the Khmer inherent vowels, besides format characters), and the two blank-looking
+#: symbols that property leaves out (U+2800 braille blank, U+1D159 null notehead).
+_NAME_INVISIBLE = regex.compile(r"[\p{Default_Ignorable_Code_Point}\u2800\U0001D159]")
+#: Variation selectors pick a glyph's style (text or emoji: U+2764 U+FE0F); they are ignorable,
+#: and a name is compared and shown without them rather than refused (emoji names keep working).
+_VARIATION_SELECTORS = regex.compile(r"\p{Variation_Selector}")
 #: Joiners that Persian, Indic scripts and emoji sequences need (format characters, but not
 #: invisible tricks): allowed in prompts and vocabulary, never in names.
 _JOINERS = frozenset("\u200c\u200d")
@@ -87,20 +98,32 @@ def check_strings(obj: object, what: str) -> None:
 
 def normalise_name(value: str) -> str:
     """A name as it is compared and shown: NFKC (so full-width and other look-alike forms
-    collide), spaces collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", value).split())
+    collide), variation selectors removed, spaces collapsed."""
+    name = _VARIATION_SELECTORS.sub("", unicodedata.normalize("NFKC", value))
+    return " ".join(name.split())
+
+
+def _invisible_in_name(name: str) -> str | None:
+    """The first character of `name` that shows nothing or that names may not hold (control,
+    format, private-use, unassigned, default-ignorable, blank-looking), as U+XXXX."""
+    bad = _bad_char(name, _NAME_BAD_CATEGORIES)
+    if bad is not None:
+        return bad
+    m = _NAME_INVISIBLE.search(name)
+    return f"U+{ord(m.group()):04X}" if m else None
 
 
 def parse_speaker(value: object) -> str:
     """A speaker name: 1-32 characters once NFKC-normalised and spaces are collapsed, no markup,
-    control, format (bidi, zero-width), private-use or unassigned characters (it is shown in
-    overlays and written into WebVTT ``<v Name>`` tags, and names must not look alike)."""
+    control, format (bidi, zero-width), private-use, unassigned or other invisible characters
+    (it is shown in overlays and written into WebVTT ``<v Name>`` tags, and names must not look
+    alike: "Ana" + a Hangul filler would be a second "Ana")."""
     if not isinstance(value, str):
         raise _bad(f"'speaker' must be a string, got {type(value).__name__}")
     if not well_formed(value) or "\ufffd" in value:  # U+FFFD: text broken on its way here
         raise _bad("invalid speaker name: not well-formed Unicode")
     name = normalise_name(value)
-    bad = _bad_char(name, _NAME_BAD_CATEGORIES)
+    bad = _invisible_in_name(name)
     if bad is not None:
         raise _bad(f"invalid speaker name {name[:40]!r}: it holds an invisible character ({bad})")
     if not name or len(name) > MAX_SPEAKER_CHARS or _SPEAKER_BAD.search(name):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 
+__all__ = ["CloseCode"]
+
 _MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: control frame payload 125 bytes, minus the code
 
 

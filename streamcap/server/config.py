@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from streamcap.core.captions import CaptionEvent
 from streamcap.decoding.spec import DecodingError
 
+from .access import is_loopback
 from .close import CloseCode, ProtocolError
 from .protocol import (
     DEFAULT_BURST_S,
@@ -22,8 +23,13 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:  # the runtime pulls in torch: typing only
-    from streamcap.runtime.live_config import LiveConfig
+    import ssl
+
+    from streamcap.core.live_config import LiveConfig
+    from streamcap.core.policy_window import DroppedFinal
     from streamcap.runtime.worker_api import Worker
+
+__all__ = ["ServerConfig"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,13 @@ class ServerConfig:
     #: Connections from one client address that have not proved themselves yet (a viewer
     #: before its token is checked, a publisher before its start message claims its place).
     max_pending_per_address: int = 16
+    #: On a side without a token (anyone may take its slots), the viewers and the publishers
+    #: (stream slots) one client address may hold at once, so the first comer cannot take a
+    #: whole open server. None: half of `max_viewers` / `max_streams` on a server that listens
+    #: beyond this machine, no limit on a loopback one (every client is this machine's). Token
+    #: holders are never limited per address.
+    max_viewers_per_address: int | None = None
+    max_streams_per_address: int | None = None
     #: New connections a second from one client address, after a burst of 200 (None: no
     #: limit); more are dropped at the accept (`budget.ConnectionBudget`).
     max_accept_rate_per_address: float | None = 50.0
@@ -64,9 +77,17 @@ class ServerConfig:
     #: (A looping download of a 10 000-final VTT took the CPU from the captions: issue 21.)
     download_burst: float = 64e6
     download_rate: float = 2e6
+    #: A subtitle response must be taken within this many seconds plus its size at
+    #: `subtitle_send_rate` bytes/s, or its socket is dropped (a stalled reader lets go of
+    #: the body it pins; `subtitles.py`).
+    subtitle_send_base_s: float = 10.0
+    subtitle_send_rate: float = 256 * 1024
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     #: A publisher that sends nothing for this long is closed (1008).
     idle_timeout_s: float = 30.0
+    #: A publisher that sends no audio for this long while an utterance is open gets it
+    #: finalised as if it had fallen silent (None: only the idle timeout does).
+    utterance_idle_s: float | None = 3.0
     #: A publisher must send its `start` message within this time (1008), so sockets that never
     #: start cannot hold the stream slots.
     start_timeout_s: float = 5.0
@@ -94,8 +115,14 @@ class ServerConfig:
     record_dir: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    #: The TLS context of `tls_cert`/`tls_key` when the caller built it already (`streamcap
+    #: serve` does, before the model loads, and refuses an encrypted key there): the key is
+    #: read once. None: the server builds it from the files.
+    ssl_context: ssl.SSLContext | None = dataclasses.field(default=None, compare=False, repr=False)
     web_dir: Path | None = None
     ping_interval_s: float | None = 20.0
+    #: how long a ping may go unanswered before the connection is closed 1011
+    ping_timeout_s: float | None = 20.0
     #: Language for streams whose start message says null (None: detect).
     default_language: str | None = None
 
@@ -124,8 +151,15 @@ class ServerConfig:
             raise ValueError("max_accept_rate_per_address must be positive (or None)")
         if self.download_burst <= 0 or self.download_rate <= 0:
             raise ValueError("download_burst and download_rate must be positive")
+        if self.subtitle_send_base_s <= 0 or self.subtitle_send_rate <= 0:
+            raise ValueError("subtitle_send_base_s and subtitle_send_rate must be positive")
+        if self.utterance_idle_s is not None and not self.utterance_idle_s > 0:
+            raise ValueError("utterance_idle_s must be positive (or None)")
         if self.max_pending_per_address < 1:
             raise ValueError("max_pending_per_address must be at least 1")
+        for share in ("max_viewers_per_address", "max_streams_per_address"):
+            if getattr(self, share) is not None and getattr(self, share) < 1:
+                raise ValueError(f"{share} must be at least 1 (or None)")
 
     @property
     def memory_finals(self) -> int:
@@ -144,9 +178,36 @@ class ServerConfig:
             return self.max_connections
         return self.max_streams + self.max_viewers + 64
 
+    @property
+    def pending_per_address(self) -> int:
+        """Connections not yet authenticated one address may hold: `max_pending_per_address`,
+        but never more than a quarter of all pending ones (half the connection budget), so
+        with a small `max_connections` one address's idle sockets still leave room for others
+        (red-team round 4, bug 12: 30 connections, 16 per address, 15 pending in all)."""
+        return max(1, min(self.max_pending_per_address, self.connection_limit // 2 // 4))
+
+    def _share(self, token: str | None, share: int | None, total: int) -> int | None:
+        if token is not None:  # the token is the guard: its holders are trusted
+            return None
+        if share is not None:
+            return share
+        return None if is_loopback(self.host) else max(1, total // 2)
+
+    @property
+    def viewers_per_address(self) -> int | None:
+        """Viewers one client address may hold (None: no limit; see `max_viewers_per_address`)."""
+        return self._share(self.view_token, self.max_viewers_per_address, self.max_viewers)
+
+    @property
+    def streams_per_address(self) -> int | None:
+        """Stream slots one client address's publishers may hold, and so the seconds of audio
+        a second they may send together (None: no limit; see `max_streams_per_address`)."""
+        return self._share(self.publish_token, self.max_streams_per_address, self.max_streams)
+
 
 class LiveStreamLike(Protocol):
     def feed(self, samples: Any) -> None: ...
+    def pause(self) -> None: ...
     def finish(self) -> None: ...
     def wait_idle(self, timeout: float | None = None) -> Any: ...
 
@@ -160,6 +221,7 @@ def live_stream_factory(
     base_config: LiveConfig | None = None,
     default_language: str | None = None,
     speakers: str = "off",
+    on_drop: Callable[[DroppedFinal], None] | None = None,
 ) -> StreamFactory:
     """Builds `LiveStream`s on `worker`, per-stream language, task and prompt from `start`
     (a start message without a prompt or vocabulary gets the server's, `base_config.prompt`).
@@ -167,8 +229,8 @@ def live_stream_factory(
     `speakers` "auto": streams are labelled by voice (`runtime.labeller.SpeakerLabeller`, one
     voice encoder for all, loaded at the first such stream) unless their start says "off"; a
     room's named publishers are never (their name says who spoke)."""
+    from streamcap.core.live_config import LiveConfig
     from streamcap.runtime.clock import RealClock
-    from streamcap.runtime.live_config import LiveConfig
     from streamcap.runtime.stream import LiveStream
 
     base = base_config if base_config is not None else LiveConfig()
@@ -187,7 +249,7 @@ def live_stream_factory(
     def make(
         stream: str, start: StartMessage, on_caption: Callable[[CaptionEvent], None]
     ) -> LiveStreamLike:
-        from streamcap.runtime.live_config import split_language
+        from streamcap.core.live_config import split_language
 
         language, lock = split_language(start.language or default_language)
         engine = worker.engine
@@ -208,6 +270,6 @@ def live_stream_factory(
         clock = RealClock()
         mode = start.speakers or speakers
         stage = labeller(clock) if mode == "auto" and not start.speaker else None
-        return LiveStream(stream, worker, on_caption, cfg, clock, stage)
+        return LiveStream(stream, worker, on_caption, cfg, clock, stage, on_drop)
 
     return make

@@ -14,8 +14,10 @@ is closed by the send timeout; it can reconnect with `since=` and miss nothing.
 
 Ended streams are kept for replay and SRT/VTT, the oldest dropped beyond `retain` so a server
 running for weeks does not grow. With a `restore` function (`--record DIR`), a stream that is
-not in memory is read back from its recording when first asked for, so its log, seq, segment
-numbers and times continue across server restarts and trimming.
+not in memory is read back from its recording when first asked for (`open`), so its log, seq,
+segment numbers and times continue across server restarts and trimming. That read runs off the
+event loop (a long recording held every stream for seconds: red-team round 4, bug 3), and
+requests that come together while it runs share it.
 """
 
 from __future__ import annotations
@@ -23,12 +25,24 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 
 from .record import Restored, new_epoch
+
+
+@dataclass(frozen=True)
+class HubFigures:
+    """The streams and viewers in memory as of one moment (`Hub.figures`, read by
+    `server.metrics`)."""
+
+    streams: int = 0  # rooms with a publisher connected
+    publishers: int = 0  # over all rooms
+    viewers: int = 0
+    retained: int = 0  # entries kept in memory, live and ended
+    finals_in_memory: int = 0  # caption events the logs hold in memory
 
 
 class Viewer:
@@ -150,33 +164,55 @@ class Hub:
         *,
         retain: int = 64,
         max_finals: int = 10_000,
-        restore: Callable[[str], Restored | None] | None = None,
+        restore: Callable[[str], Awaitable[Restored | None]] | None = None,
     ) -> None:
         self.retain = retain
         self.max_finals = max_finals
         self._restore = restore
         self._streams: OrderedDict[str, StreamEntry] = OrderedDict()
+        #: reads of recordings under way, one per stream (`open`)
+        self._loading: dict[str, asyncio.Future[StreamEntry | None]] = {}
 
     def __contains__(self, stream: str) -> bool:
         return stream in self._streams
 
     def get(self, stream: str) -> StreamEntry | None:
-        """The stream's entry if it is in memory or recorded (then read back), else None."""
+        """The stream's entry if it is in memory, else None (`open` reads a recording back)."""
+        return self._streams.get(stream)
+
+    async def open(self, stream: str) -> StreamEntry | None:
+        """The stream's entry if it is in memory or recorded (then read back, off the event
+        loop; requests that come while it is read share the read), else None."""
         e = self._streams.get(stream)
-        if e is None and self._restore is not None:
-            rec = self._restore(stream)
-            if rec is not None:
-                e = self._streams[stream] = StreamEntry.from_recording(stream, rec)
-                self._trim(keep=stream)
+        if e is not None or self._restore is None:
+            return e
+        loading = self._loading.get(stream)
+        if loading is None:
+            loading = self._loading[stream] = asyncio.ensure_future(self._load(stream))
+        # shielded: a request that gives up does not cancel the others' read
+        return await asyncio.shield(loading)
+
+    async def _load(self, stream: str) -> StreamEntry | None:
+        assert self._restore is not None
+        try:
+            rec = await self._restore(stream)
+        finally:
+            del self._loading[stream]
+        e = self._streams.get(stream)  # created while it was read: that one is the stream
+        if e is None and rec is not None:
+            e = self._streams[stream] = StreamEntry.from_recording(stream, rec)
+            self._trim(keep=stream)
         return e
 
-    def entry(self, stream: str) -> StreamEntry:
-        """The stream's entry, created (and older ended ones dropped) if needed."""
-        e = self.get(stream)
+    def entry(self, stream: str, found: StreamEntry | None = None) -> StreamEntry:
+        """The stream's entry, created (and older ended ones dropped) if needed; `found` is
+        what `open` returned for it (put back if it was dropped from memory since)."""
+        e = self._streams.get(stream)
         if e is None:
-            log = CaptionLog(stream, max_finals=self.max_finals, epoch=new_epoch())
-            e = StreamEntry(stream, log)
-            self._streams[stream] = e
+            if found is None:
+                log = CaptionLog(stream, max_finals=self.max_finals, epoch=new_epoch())
+                found = StreamEntry(stream, log)
+            e = self._streams[stream] = found
         self._streams.move_to_end(stream)
         self._trim(keep=stream)
         return e
@@ -209,14 +245,15 @@ class Hub:
     def viewers(self) -> int:
         return sum(len(e.viewers) for e in self._streams.values())
 
-    def snapshot(self) -> dict[str, float]:
-        return {
-            "streams": sum(1 for e in self._streams.values() if e.publishing),
-            "publishers": self.publishing,
-            "viewers": self.viewers,
-            "retained": len(self._streams),
-            "finals_in_memory": sum(len(e.log) for e in self._streams.values()),
-        }
+    def figures(self) -> HubFigures:
+        """What /metrics publishes of the streams (`server.metrics`), counted now."""
+        return HubFigures(
+            streams=self.rooms_publishing,
+            publishers=self.publishing,
+            viewers=self.viewers,
+            retained=len(self._streams),
+            finals_in_memory=sum(len(e.log) for e in self._streams.values()),
+        )
 
     def entries(self) -> list[StreamEntry]:
         return list(self._streams.values())

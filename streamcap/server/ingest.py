@@ -7,7 +7,15 @@ viewers, subtitles and recording from that start on. The receive loop
 runs as a task of its own so that it can be stopped from outside — at shutdown, or when the
 same publisher reconnects and takes the stream over — and whatever way it ends (stop message,
 drop, error, stop from outside), `run` finalises the open utterance and waits until its final is
-in the stream's log before the connection closes and the claim is released.
+in the stream's log before the connection closes and the claim is released, and `done` is set
+whatever happens on the way (a takeover and the shutdown wait for it: a full disk once kept
+them waiting a minute, red-team round 4, bug 5).
+
+A publisher that goes quiet mid-sentence with its socket open (a muted microphone, a stalled
+sender) has its open utterance ended after `utterance_idle_s` without audio, as silence would
+end it (`LiveStream.pause`: what the resampler holds goes in first), so its last words become
+a final within seconds instead of a partial until the idle timeout; the stream goes on when
+audio comes back, its times counting the audio received.
 """
 
 from __future__ import annotations
@@ -73,6 +81,9 @@ class IngestSession:
         self._stop: tuple[int, str] | None = None
         #: The last finals were not out within `finish_timeout_s` (they follow later).
         self.late = False
+        #: audio fed since the open utterance was last ended for a quiet publisher, and when
+        self._unended = False
+        self._last_audio = 0.0
 
     @property
     def connected(self) -> bool:
@@ -97,9 +108,18 @@ class IngestSession:
                 finally:
                     waiter.cancel()
         finally:
-            await self._finish()
-            await self._close(outcome)
-            self.done.set()
+            # after a stop, what the client still sends is read and dropped while the finals
+            # decode: frames left unread fill the connection's queue, and then its pings go
+            # unanswered too (a page that kept sending silence was closed 1011 "keepalive ping
+            # timeout" instead of 1000 "stopped" when the finals took long)
+            drain = asyncio.create_task(self._discard()) if outcome == "stop" else None
+            try:
+                await self._finish()
+                if drain is not None:
+                    drain.cancel()
+                await self._close(outcome)
+            finally:
+                self.done.set()
 
     async def _recv(self, timeout: float) -> str | bytes | None:
         """The next message; None once `request_stop` was called. The pending receive is left
@@ -124,22 +144,31 @@ class IngestSession:
         cfg = self.server.config
         state = self.state
         ws = self.ws
+        last = time.monotonic()  # the last message
         try:
             while True:
                 waiting_start = state.phase is IngestPhase.AWAITING_START
-                timeout = cfg.start_timeout_s if waiting_start else cfg.idle_timeout_s
+                quiet = False
+                if waiting_start:
+                    timeout = cfg.start_timeout_s
+                else:
+                    timeout, quiet = self._wait_s(time.monotonic(), last)
                 try:
                     msg = await self._recv(timeout)
                 except asyncio.TimeoutError:
+                    if quiet:  # no audio for a while, mid-utterance: as if it fell silent
+                        self._end_utterance()
+                        continue
                     what = "no start message" if waiting_start else "nothing received"
-                    err = ProtocolError(CloseCode.POLICY_VIOLATION, f"{what} for {timeout:g} s")
+                    limit = cfg.start_timeout_s if waiting_start else cfg.idle_timeout_s
+                    err = ProtocolError(CloseCode.POLICY_VIOLATION, f"{what} for {limit:g} s")
                     await self.server.refuse(ws, err, "start_timeout" if waiting_start else "idle")
                     return "refused"
                 except ConnectionClosed:
                     return "dropped"  # abrupt or not: the utterance is still finalised
                 if msg is None:
                     return "stopped_by_server"
-                now = time.monotonic()
+                now = last = time.monotonic()
                 if isinstance(msg, str):
                     m = state.receive_text(msg, now)
                     if isinstance(m, StartMessage):
@@ -151,7 +180,9 @@ class IngestSession:
                             raise ProtocolError(CloseCode.UNSUPPORTED_DATA, why)
                         # its place in the room, by the one claim rule (Refused if not)
                         await self.server.claim(self, m.speaker or self.speaker)
-                        self._begin(m)
+                        # a recorded stream is read back (off the loop) before it continues
+                        found = await self.server.hub.open(self.stream)
+                        self._begin(m, found)
                         try:
                             await ws.send(ready_message(self.stream, m.sample_rate))
                         except ConnectionClosed:  # reset right after its start: not our bug
@@ -165,6 +196,7 @@ class IngestSession:
                 out = self.resampler.process(samples)
                 if out.size:
                     self.live.feed(out)
+                    self._unended, self._last_audio = True, now
         except ProtocolError as e:
             await self.server.refuse(ws, e, _label(e, "flood"), stream=self.stream)
             return "refused"
@@ -176,10 +208,36 @@ class IngestSession:
             await self.server.refuse(ws, err, "internal", stream=self.stream)
             return "refused"
 
-    def _begin(self, start: StartMessage) -> None:
-        """A valid start: from here on the stream exists (log, viewers, subtitles, recording)."""
+    def _wait_s(self, now: float, last: float) -> tuple[float, bool]:
+        """How long to wait for the next message (the last came at `last`), and whether that
+        wait ends an open utterance (True: no audio for `utterance_idle_s`, empty frames or
+        not) or the publisher (the idle timeout: no message at all)."""
+        cfg = self.server.config
+        idle = cfg.idle_timeout_s - (now - last)
+        pad = cfg.utterance_idle_s
+        if self._unended and pad is not None:
+            quiet = pad - (now - self._last_audio)
+            if quiet < idle:
+                return max(0.0, quiet), True
+        return max(0.0, idle), False
+
+    def _end_utterance(self) -> None:
+        """The publisher has sent no audio for `utterance_idle_s`: end the open utterance as
+        silence would (what the resampler holds goes in first), so its final comes."""
+        self._unended = False
+        live, resampler = self.live, self.resampler
+        if live is None or resampler is None:
+            return
+        tail = resampler.flush()
+        if tail.size:
+            live.feed(tail)
+        live.pause()
+
+    def _begin(self, start: StartMessage, found: StreamEntry | None = None) -> None:
+        """A valid start: from here on the stream exists (log, viewers, subtitles, recording).
+        `found`: the stream's entry as `hub.open` read it back."""
         server = self.server
-        entry = server.hub.entry(self.stream)
+        entry = server.hub.entry(self.stream, found)
         pub = self.publication = entry.begin_session(self.speaker)
         self.entry = entry
         try:
@@ -204,6 +262,12 @@ class IngestSession:
             start.language or "auto",
             entry.sessions,
         )
+
+    async def _discard(self) -> None:
+        """Read and drop whatever comes until the connection closes (or this is cancelled)."""
+        with contextlib.suppress(Exception):
+            while True:
+                await self.ws.recv()
 
     async def _finish(self) -> None:
         """Flush the resampler, finalise the open utterance, wait until its final is out."""
@@ -232,6 +296,19 @@ class IngestSession:
         # Captions the worker posted before it went idle are queued ahead of us: let them run.
         await asyncio.sleep(0)
 
+    def _leave(self, entry: StreamEntry) -> None:
+        """The publication ends: the room's time moves on, its recording closes if it was the
+        last one (handed to the recording's thread: never raises), the hub may forget it."""
+        server = self.server
+        assert self.publication is not None
+        entry.end_session(self.publication, self.state.audio_seconds)
+        server.streams_changed()
+        if not entry.publishing:  # the room's last publisher: its log file closes
+            server.stream_closed(self.stream)
+        else:  # the others go on: what waits for this one's words is decided now
+            server.publisher_left(self.stream)
+        server.hub.release(entry)
+
     def _decode_failure(self) -> str | None:
         """What went wrong in the stream's pipeline (its `errors`), or None if nothing did."""
         errors = getattr(self.live, "errors", None)
@@ -245,12 +322,10 @@ class IngestSession:
         server = self.server
         entry = self.entry
         if entry is not None:
-            assert self.publication is not None
-            entry.end_session(self.publication, self.state.audio_seconds)
-            server.streams_changed()
-            if not entry.publishing:  # the room's last publisher: its log file closes
-                server.stream_closed(self.stream)
-            server.hub.release(entry)
+            try:
+                self._leave(entry)
+            except Exception:  # the connection still closes as it should
+                log.exception("stream %s: leaving the room failed", self.stream)
             server.rlog.info(
                 "stream_stop",
                 "stream %s%s stopped (%s; %.1f s of audio, last seq %d)",

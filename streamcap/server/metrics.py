@@ -2,15 +2,19 @@
 
 Counters and histograms that the server updates as things happen live here; values owned by
 others (connected streams and viewers, the inference worker's queue and token counts) are read
-at scrape time by a collector, so nothing has to be kept in sync: the worker's come from one
-typed snapshot (`Worker.total_stats()`, `runtime.worker_api`), read field by field. No
-per-stream labels: stream ids come from clients, and a label per id would grow without bound.
+at scrape time by a collector, so nothing has to be kept in sync. Each source hands over one
+frozen snapshot read field by field, never a dict read back by key: the streams
+(`hub.HubFigures`), the worker (`WorkerFigures`: its books, `runtime.jobs.WorkerStats`, with
+its load, admission and batches, `runtime.worker_status.BatchFigures`), the remote backend
+(`runtime.worker_status.RemoteStatus`). No per-stream labels: stream ids come from clients,
+and a label per id would grow without bound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CollectorRegistry,
@@ -27,10 +31,17 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from streamcap.core.policy_window import NOT_DECODED, DroppedFinal
+from streamcap.core.text import DROP_REASONS
 from streamcap.runtime.memory import heap_figures
 
 if TYPE_CHECKING:
-    from streamcap.runtime.worker_api import ModelInfo, Worker
+    from streamcap.core.capacity import Admission, Load
+    from streamcap.runtime.jobs import WorkerStats
+    from streamcap.runtime.worker_api import ModelInfo
+    from streamcap.runtime.worker_status import BatchFigures, RemoteStatus
+
+    from .hub import HubFigures
 
 #: Content type of the text exposition format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -45,9 +56,27 @@ CLOSE_REASONS = (
     "shutdown", "full", "handshake_timeout", "downloads",
 )  # fmt: skip
 
-Snapshot = Callable[[], Mapping[str, float]]
-#: The remote backend's figures (`Worker.remote_snapshot`; None: the worker has no replicas).
-RemoteSnapshot = Callable[[], Mapping[str, Any] | None]
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """The worker as one scrape sees it (`CaptionServer._worker_metrics`): its books, its
+    load, the admission decision for the live rooms now, what the server makes of it (the
+    streams it carries within ``--max-streams``; whether a new publisher would be let in), and
+    its decoder batches."""
+
+    stats: WorkerStats
+    load: Load
+    admission: Admission
+    capacity_streams: int
+    accepting: bool
+    batches: BatchFigures
+
+
+#: What the collector reads at scrape time: the streams (`hub.Hub.figures`), the worker, the
+#: remote backend (`WorkerStatus.remote_status`; None: the worker has no replicas).
+HubSource = Callable[[], "HubFigures"]
+WorkerSource = Callable[[], WorkerFigures]
+RemoteSource = Callable[[], "RemoteStatus | None"]
 
 
 def engine_info(engine: ModelInfo) -> dict[str, str]:
@@ -59,35 +88,16 @@ def engine_info(engine: ModelInfo) -> dict[str, str]:
     }
 
 
-def worker_snapshot(worker: Worker) -> dict[str, float]:
-    """The worker's totals under the keys the collector publishes (one snapshot, one lock)."""
-    s = worker.total_stats()
-    return {
-        "queue_depth": float(s.queue_depth),
-        "decode_seconds": s.compute_s,
-        "encoder_seconds": s.decode.encoder_s,
-        "decoder_seconds": s.decode.decoder_s,
-        "drafted_tokens": float(s.decode.drafted),
-        "accepted_tokens": float(s.decode.accepted),
-        "forward_passes": float(s.decode.forward_passes),
-        "jobs": float(s.jobs),
-        "partials_dropped": float(s.dropped_partials),
-        "final_queue_wait_seconds": s.final_queue_wait_s,
-        "partial_queue_wait_seconds": s.queue_wait_s - s.final_queue_wait_s,
-        "finals": float(s.finals),
-        "partials": float(s.partials),
-    }
-
-
 class _LiveCollector(Collector):
-    """Gauges and worker counters computed when Prometheus scrapes."""
+    """Gauges and worker counters computed when Prometheus scrapes; a source not given
+    (None) publishes nothing."""
 
     def __init__(
         self,
-        hub: Snapshot,
-        worker: Snapshot,
+        hub: HubSource | None,
+        worker: WorkerSource | None,
         info: Mapping[str, str],
-        remote: RemoteSnapshot | None = None,
+        remote: RemoteSource | None = None,
     ) -> None:
         self._hub = hub
         self._worker = worker
@@ -95,28 +105,8 @@ class _LiveCollector(Collector):
         self._remote = remote
 
     def collect(self) -> Iterator[Metric]:
-        hub = self._hub()
-        yield GaugeMetricFamily(
-            "streamcap_streams", "Streams with a publisher connected", value=hub.get("streams", 0)
-        )
-        yield GaugeMetricFamily(
-            "streamcap_publishers",
-            "Publishers connected (a stream is a room: it may have several speakers)",
-            value=hub.get("publishers", 0),
-        )
-        yield GaugeMetricFamily(
-            "streamcap_streams_retained",
-            "Streams kept in memory for replay and SRT/VTT (live and ended)",
-            value=hub.get("retained", 0),
-        )
-        yield GaugeMetricFamily(
-            "streamcap_viewers", "Caption viewers connected", value=hub.get("viewers", 0)
-        )
-        yield GaugeMetricFamily(
-            "streamcap_finals_in_memory",
-            "Caption events the streams' logs hold in memory (older finals: the recording)",
-            value=hub.get("finals_in_memory", 0),
-        )
+        if self._hub is not None:
+            yield from hub_families(self._hub())
         heap = heap_figures()
         if heap:
             family = GaugeMetricFamily(
@@ -127,119 +117,125 @@ class _LiveCollector(Collector):
             for kind, value in heap.items():
                 family.add_metric([kind], value)
             yield family
-        w = self._worker()
         if "precision" in self._info:
             yield InfoMetricFamily(
                 "streamcap_engine", "The model, device and precision in use", value=self._info
             )
-        if "queue_depth" in w:
-            yield GaugeMetricFamily(
-                "streamcap_queue_depth",
-                "Decode jobs waiting for the worker",
-                value=w["queue_depth"],
-            )
-        for key, name, doc in (
-            ("decode_seconds", "streamcap_decode_seconds", "Worker time spent decoding"),
-            ("encoder_seconds", "streamcap_encoder_seconds", "Worker time in the encoder"),
-            ("decoder_seconds", "streamcap_decoder_seconds", "Worker time in the decoder"),
-            ("drafted_tokens", "streamcap_drafted_tokens", "Draft tokens proposed"),
-            ("accepted_tokens", "streamcap_accepted_tokens", "Draft tokens accepted"),
-            ("forward_passes", "streamcap_forward_passes", "Main model decoder forward passes"),
-            ("jobs", "streamcap_decode_jobs", "Decode jobs run by the worker"),
-            ("partials_dropped", "streamcap_stale_partials_dropped", "Stale partial jobs dropped"),
-        ):
-            if key in w:
-                yield CounterMetricFamily(name, doc, value=w[key])
-        if "finals" in w:
-            wait = CounterMetricFamily(
-                "streamcap_queue_wait_seconds",
-                "Time decode jobs waited for the worker, by kind",
-                labels=["kind"],
-            )
-            jobs = CounterMetricFamily(
-                "streamcap_decodes", "Decodes run by the worker, by kind", labels=["kind"]
-            )
-            for kind in ("final", "partial"):
-                wait.add_metric([kind], w[f"{kind}_queue_wait_seconds"])
-                jobs.add_metric([kind], w[f"{kind}s"])
-            yield wait
-            yield jobs
-        sizes = sorted(int(k[len("batches_b") :]) for k in w if k.startswith("batches_b"))
-        if sizes:
-            batches = CounterMetricFamily(
-                "streamcap_batches", "Decodes run together, by batch size", labels=["size"]
-            )
-            for b in sizes:
-                batches.add_metric([str(b)], w[f"batches_b{b}"])
-            yield batches
-        for key, name, doc in (
-            ("load_busy", "streamcap_worker_load", "Worker seconds per second, last minute"),
-            (
-                "load_finals",
-                "streamcap_worker_finals_load",
-                "Worker seconds per second spent on finals, last minute",
-            ),
-            (
-                "stream_finals_load",
-                "streamcap_stream_finals_load",
-                "Finals' worker seconds per stream second (what admission control uses)",
-            ),
-            ("capacity_streams", "streamcap_capacity_streams", "Live streams the worker carries"),
-            (
-                "final_wait_p95",
-                "streamcap_final_wait_p95_seconds",
-                "Queue wait of the latest finals, 95th percentile",
-            ),
-            ("accepting", "streamcap_accepting_streams", "1 if a new publisher would be admitted"),
-            (
-                "batch_size_mean",
-                "streamcap_batch_size_mean",
-                "Mean decoder batch size, last minute",
-            ),
-        ):
-            if key in w:
-                yield GaugeMetricFamily(name, doc, value=w[key])
-        yield finals_dropped_family()
+        if self._worker is not None:
+            yield from worker_families(self._worker())
         remote = self._remote() if self._remote is not None else None
         if remote is not None:
             yield from remote_families(remote)
 
 
-def finals_dropped_family() -> Metric:
-    """``streamcap_finals_dropped_total{reason}``: voiced finals of this process's live streams
-    that ended with no text (`LiveStream.drops`; every reason listed, zero until one happens)."""
-    from streamcap.core.policy import NOT_DECODED
-    from streamcap.core.text import DROP_REASONS
-    from streamcap.runtime.stream import finals_dropped
-
-    counts = finals_dropped()
-    family = CounterMetricFamily(
-        "streamcap_finals_dropped",
-        "Voiced finals that ended with no text, by reason (hallucination guard, no decode)",
-        labels=["reason"],
+def hub_families(h: HubFigures) -> Iterator[Metric]:
+    """The streams, publishers and viewers in memory (`hub.Hub.figures`)."""
+    yield GaugeMetricFamily(
+        "streamcap_streams", "Streams with a publisher connected", value=h.streams
     )
-    for reason in dict.fromkeys([*DROP_REASONS, NOT_DECODED, *counts]):
-        family.add_metric([reason], counts.get(reason, 0))
-    return family
+    yield GaugeMetricFamily(
+        "streamcap_publishers",
+        "Publishers connected (a stream is a room: it may have several speakers)",
+        value=h.publishers,
+    )
+    yield GaugeMetricFamily(
+        "streamcap_streams_retained",
+        "Streams kept in memory for replay and SRT/VTT (live and ended)",
+        value=h.retained,
+    )
+    yield GaugeMetricFamily("streamcap_viewers", "Caption viewers connected", value=h.viewers)
+    yield GaugeMetricFamily(
+        "streamcap_finals_in_memory",
+        "Caption events the streams' logs hold in memory (older finals: the recording)",
+        value=h.finals_in_memory,
+    )
 
 
-def remote_families(r: Mapping[str, Any]) -> Iterator[Metric]:
-    """The Ray backend (`cluster.remote.RemoteWorker.remote_snapshot`): the cluster, the
+def worker_families(w: WorkerFigures) -> Iterator[Metric]:
+    """The worker's queue, totals, batches, load and admission (one snapshot of its books)."""
+    s = w.stats
+    yield GaugeMetricFamily(
+        "streamcap_queue_depth", "Decode jobs waiting for the worker", value=s.queue_depth
+    )
+    for name, doc, value in (
+        ("streamcap_decode_seconds", "Worker time spent decoding", s.compute_s),
+        ("streamcap_encoder_seconds", "Worker time in the encoder", s.decode.encoder_s),
+        ("streamcap_decoder_seconds", "Worker time in the decoder", s.decode.decoder_s),
+        ("streamcap_drafted_tokens", "Draft tokens proposed", s.decode.drafted),
+        ("streamcap_accepted_tokens", "Draft tokens accepted", s.decode.accepted),
+        ("streamcap_forward_passes", "Main model decoder forward passes", s.decode.forward_passes),
+        ("streamcap_decode_jobs", "Decode jobs run by the worker", s.jobs),
+        ("streamcap_stale_partials_dropped", "Stale partial jobs dropped", s.dropped_partials),
+    ):
+        yield CounterMetricFamily(name, doc, value=value)
+    wait = CounterMetricFamily(
+        "streamcap_queue_wait_seconds",
+        "Time decode jobs waited for the worker, by kind",
+        labels=["kind"],
+    )
+    wait.add_metric(["final"], s.final_queue_wait_s)
+    wait.add_metric(["partial"], s.queue_wait_s - s.final_queue_wait_s)
+    jobs = CounterMetricFamily(
+        "streamcap_decodes", "Decodes run by the worker, by kind", labels=["kind"]
+    )
+    jobs.add_metric(["final"], s.finals)
+    jobs.add_metric(["partial"], s.partials)
+    yield wait
+    yield jobs
+    if w.batches.batches:
+        batches = CounterMetricFamily(
+            "streamcap_batches", "Decodes run together, by batch size", labels=["size"]
+        )
+        for size, n in sorted(w.batches.batches.items()):
+            batches.add_metric([str(size)], n)
+        yield batches
+    gauges: list[tuple[str, str, float | None]] = [
+        ("streamcap_worker_load", "Worker seconds per second, last minute", w.load.busy),
+        (
+            "streamcap_worker_finals_load",
+            "Worker seconds per second spent on finals, last minute",
+            w.load.finals,
+        ),
+        (
+            "streamcap_stream_finals_load",
+            "Finals' worker seconds per stream second (what admission control uses)",
+            w.admission.per_stream,
+        ),
+        ("streamcap_capacity_streams", "Live streams the worker carries", w.capacity_streams),
+        (
+            "streamcap_final_wait_p95_seconds",
+            "Queue wait of the latest finals, 95th percentile",
+            w.load.final_wait_p95_s,
+        ),
+        ("streamcap_accepting_streams", "1 if a new publisher would be admitted", w.accepting),
+        (
+            "streamcap_batch_size_mean",
+            "Mean decoder batch size, last minute",
+            w.batches.mean_size,
+        ),
+    ]
+    for name, doc, gauge in gauges:
+        if gauge is not None:  # no batch yet: no mean
+            yield GaugeMetricFamily(name, doc, value=float(gauge))
+
+
+def remote_families(r: RemoteStatus) -> Iterator[Metric]:
+    """The Ray backend (`cluster.remote.RemoteWorker.remote_status`): the cluster, the
     gateway's retries and losses, and one series per replica (replicas are few and come and
     go: the gateway keeps the latest 64)."""
     yield GaugeMetricFamily(
-        "streamcap_cluster_connected", "1 while the Ray cluster answers", value=r["connected"]
+        "streamcap_cluster_connected", "1 while the Ray cluster answers", value=float(r.connected)
     )
     yield GaugeMetricFamily(
-        "streamcap_replicas_running", "Inference replicas running", value=r["running"]
+        "streamcap_replicas_running", "Inference replicas running", value=r.running
     )
     yield GaugeMetricFamily(
-        "streamcap_replicas_target", "Inference replicas asked for", value=r["target"]
+        "streamcap_replicas_target", "Inference replicas asked for", value=r.target
     )
     yield GaugeMetricFamily(
         "streamcap_fallback_active",
         "1 while decodes go to the local fallback",
-        value=float(r["fallback_active"]),
+        value=float(r.fallback_active),
     )
     inflight = GaugeMetricFamily(
         "streamcap_remote_inflight", "Requests sent and not yet answered", labels=["kind"]
@@ -247,28 +243,28 @@ def remote_families(r: Mapping[str, Any]) -> Iterator[Metric]:
     retries = CounterMetricFamily(
         "streamcap_remote_retries", "Lost finals resent to another replica", labels=["kind"]
     )
-    for kind in ("final", "partial"):
-        inflight.add_metric([kind], r["inflight"].get(kind, 0))
-    retries.add_metric(["final"], r["retries"].get("final", 0))
-    retries.add_metric(["partial"], r["retries"].get("partial_dropped", 0))
+    inflight.add_metric(["final"], r.inflight_finals)
+    inflight.add_metric(["partial"], r.inflight_partials)
+    retries.add_metric(["final"], r.finals_resent)
+    retries.add_metric(["partial"], r.partials_lost)
     yield inflight
     yield retries
     lost = CounterMetricFamily(
         "streamcap_remote_lost", "Requests that got no reply, by reason", labels=["reason"]
     )
-    for reason, n in sorted(r["lost"].items()):
+    for reason, n in sorted(r.lost.items()):
         lost.add_metric([reason], n)
     yield lost
-    for key, name, doc in (
-        ("duplicates", "streamcap_remote_duplicates_ignored", "Second replies to one request"),
-        ("fallback_jobs", "streamcap_fallback_decodes", "Decodes sent to the local fallback"),
-        ("deadline_errors", "streamcap_remote_final_timeouts", "Finals given up undecoded"),
+    for name, doc, value in (
+        ("streamcap_remote_duplicates_ignored", "Second replies to one request", r.duplicates),
+        ("streamcap_fallback_decodes", "Decodes sent to the local fallback", r.fallback_jobs),
+        ("streamcap_remote_final_timeouts", "Finals given up undecoded", r.deadline_errors),
     ):
-        yield CounterMetricFamily(name, doc, value=r[key])
+        yield CounterMetricFamily(name, doc, value=value)
     yield GaugeMetricFamily(
         "streamcap_remote_transport_p95_seconds",
         "Round trip minus the replica's own time, 95th percentile of the latest requests",
-        value=r["transport_p95_s"],
+        value=r.transport_p95_s,
     )
     info = InfoMetricFamily("streamcap_replica", "An inference replica", labels=["replica"])
     alive = GaugeMetricFamily("streamcap_replica_alive", "1 while it runs", labels=["replica"])
@@ -281,14 +277,16 @@ def remote_families(r: Mapping[str, Any]) -> Iterator[Metric]:
     compute = CounterMetricFamily(
         "streamcap_replica_compute_seconds", "Its decode time", labels=["replica"]
     )
-    for rep in r["replicas"]:
-        rid = str(rep["replica"])
-        info.add_metric([rid], {k: str(rep[k]) for k in ("pid", "node", "device", "precision")})
-        alive.add_metric([rid], float(rep["alive"]))
-        for kind in ("final", "partial"):
-            busy.add_metric([rid, kind], rep[f"inflight_{kind}"])
-            jobs.add_metric([rid, kind], rep[f"{kind}s"])
-        compute.add_metric([rid], rep["compute_s"])
+    for rep in r.replicas:
+        rid = rep.replica
+        place = {"pid": str(rep.pid), "node": rep.node, "device": rep.device}
+        info.add_metric([rid], {**place, "precision": rep.precision})
+        alive.add_metric([rid], float(rep.alive))
+        busy.add_metric([rid, "final"], rep.inflight_finals)
+        busy.add_metric([rid, "partial"], rep.inflight_partials)
+        jobs.add_metric([rid, "final"], rep.finals)
+        jobs.add_metric([rid, "partial"], rep.partials)
+        compute.add_metric([rid], rep.compute_s)
     yield from (info, alive, busy, jobs, compute)
 
 
@@ -297,11 +295,13 @@ class ServerMetrics:
 
     def __init__(
         self,
-        hub: Snapshot,
-        worker: Snapshot,
+        hub: HubSource | None = None,
+        worker: WorkerSource | None = None,
         info: Mapping[str, str] | None = None,
-        remote: RemoteSnapshot | None = None,
+        remote: RemoteSource | None = None,
     ) -> None:
+        """``hub``, ``worker`` and ``remote`` are read at each scrape (one typed snapshot
+        each); a source not given publishes nothing (the counters below are always there)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_LiveCollector(hub, worker, info or {}, remote))
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU, fds
@@ -333,12 +333,24 @@ class ServerMetrics:
         self.http_requests = Counter(
             "streamcap_http_requests", "Plain HTTP requests", ["status"], registry=r
         )
+        self.finals_dropped = Counter(
+            "streamcap_finals_dropped",
+            "Voiced finals that ended with no text, by reason (hallucination guard, no decode)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in (*DROP_REASONS, NOT_DECODED):  # every reason listed, zero until it happens
+            self.finals_dropped.labels(reason)
         for reason in CLOSE_REASONS:
             self.closed.labels(reason)
         for kind in ("partial", "final"):
             self.captions.labels(kind)
         for route in ("ingest", "captions"):
             self.connections.labels(route)
+
+    def final_dropped(self, dropped: DroppedFinal) -> None:
+        """A live stream's voiced final ended with no text (`LiveStream.on_drop`; any thread)."""
+        self.finals_dropped.labels(dropped.reason).inc()
 
     def refuse(self, reason: str) -> None:
         self.closed.labels(reason if reason in CLOSE_REASONS else "internal").inc()

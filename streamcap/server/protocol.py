@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from streamcap.audio.pcm import SAMPLE_BYTES, PcmFormat, pcm_to_float
+from streamcap.core.constants import MIN_SAMPLE_RATE  # one floor: clients, files, microphones
 from streamcap.core.prompting import parse_vocabulary, stream_prompt
 
 from .bucket import TokenBucket
@@ -25,14 +26,9 @@ from .close import CloseCode, ProtocolError
 from .close import bad_data as _bad
 
 # The request's own rules are `request`'s; re-exported: the protocol's public names.
-from .request import check_token as check_token
-from .request import extract_token as extract_token
-from .request import parse_ws_path as parse_ws_path
-from .request import resume_cursor as resume_cursor
 
 Task = Literal["transcribe", "translate"]
 
-MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 48000
 #: 1 MiB: about 2.7 s of 48 kHz stereo f32le; real clients send 20-250 ms per frame.
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
@@ -139,7 +135,7 @@ def parse_start(text: str) -> StartMessage:
         raise _bad(f"unsupported channels {channels!r}: use 1 (mono) or 2 (stereo, interleaved)")
 
     language = msg.get("language")
-    if language == "auto-each":  # detect in every utterance (`runtime.live_config.AUTO_EACH`)
+    if language == "auto-each":  # detect in every utterance (`core.live_config.AUTO_EACH`)
         pass
     elif language is not None:
         if not isinstance(language, str) or not _LANGUAGE_RE.fullmatch(language):
@@ -245,6 +241,20 @@ class IngestState:
         self._bucket = (
             TokenBucket(max_frame_rate, float(frame_burst)) if max_frame_rate is not None else None
         )
+        #: seconds of audio, shared by every publisher from one client address (`share_audio`)
+        self._address_audio: TokenBucket | None = None
+
+    def share_audio(self, bucket: TokenBucket) -> None:
+        """This connection's audio also spends `bucket`, one per client address (seconds of
+        audio, refilled at the address's real time): the per-connection guard starts afresh on
+        every connection, so a client that resets and reconnects would otherwise push a new
+        `burst_s` of audio each time (red-team round 4, ISO-RECONNECT)."""
+        self._address_audio = bucket
+
+    def receive_control(self, now: float) -> None:
+        """A ping or pong frame: it counts against the message rate like any message, so a
+        ping flood closes 1008 as a data flood does (websockets answers the pings itself)."""
+        self._count_message(now)
 
     def _count_message(self, now: float) -> None:
         """Every message (text, audio, empty) takes a token; none left is a flood (1008)."""
@@ -298,6 +308,13 @@ class IngestState:
                     f"audio arriving faster than real time ({ahead:.1f} s ahead, "
                     f"limit {self.burst_s:g} s)",
                 )
+        shared = self._address_audio
+        if shared is not None and not shared.take(len(samples) / self.start.sample_rate, now):
+            raise ProtocolError(
+                CloseCode.POLICY_VIOLATION,
+                "audio arriving faster than real time across this address's connections "
+                f"(limit {shared.rate:g} s of audio a second, {shared.burst:g} s ahead)",
+            )
         self.samples_received = total
         return samples
 

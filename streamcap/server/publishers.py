@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 
-from .accept import authenticated
+from .accept import authenticated, peer_address
 from .close import CloseCode, ProtocolError, Refused
 from .config import ServerConfig
 from .ratelog import RateLimitedLog
@@ -54,7 +54,9 @@ class Publishers:
         self.sessions.discard(session)
         self._claims.release(session.stream, session.speaker, session)
 
-    def refusal_at_connect(self, stream: str, speaker: str) -> tuple[ProtocolError, str] | None:
+    def refusal_at_connect(
+        self, stream: str, speaker: str, address: str
+    ) -> tuple[ProtocolError, str] | None:
         """A refusal that is certain before the start message (a taken URL name on a server
         without a publish token, a full room, the limits), so such a client hears it at once.
         Anything that depends on the start message's name waits for `claim`."""
@@ -65,15 +67,23 @@ class Publishers:
             return None  # the same publisher coming back: decided at its start (`claim`)
         if not speaker and any(s.stream == stream for s in self._claims):
             return None  # the start may name it: decided at its start
-        return self._refusal(stream, speaker)
+        return self._refusal(stream, speaker, address)
 
-    def _refusal(self, stream: str, speaker: str) -> tuple[ProtocolError, str] | None:
+    def _refusal(self, stream: str, speaker: str, address: str) -> tuple[ProtocolError, str] | None:
         room_err = self._claims.refusal(stream, speaker)
         if room_err is not None:
             return room_err, "busy"
         cfg = self.config
         if len(self._claims) >= cfg.max_streams:
             why = f"server is at its limit of {cfg.max_streams} streams"
+            return ProtocolError(CloseCode.POLICY_VIOLATION, why), "limit"
+        share = cfg.streams_per_address  # an open server: the first comer cannot take it all
+        held = sum(1 for s in self._claims if peer_address(s.ws) == address)
+        if share is not None and held >= share:
+            why = (
+                f"{address} already publishes {held} of the server's {cfg.max_streams} streams; "
+                f"one address may hold {share} on a server without a publish token"
+            )
             return ProtocolError(CloseCode.POLICY_VIOLATION, why), "limit"
         full = self._full(stream)
         if full:
@@ -109,7 +119,7 @@ class Publishers:
                 raise Refused(ProtocolError(CloseCode.POLICY_VIOLATION, why), "busy") from None
         if self._closing():
             raise Refused(ProtocolError(CloseCode.GOING_AWAY, "server shutting down"), "shutdown")
-        refused = self._refusal(stream, speaker)
+        refused = self._refusal(stream, speaker, peer_address(session.ws))
         if refused is not None:
             raise Refused(*refused)
         self._claims.claim(stream, speaker, session)

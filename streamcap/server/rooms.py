@@ -5,14 +5,24 @@ A stream is a room of publishers with distinct names (one without a name at most
 whether the name came in the URL or in the start: one rule for both, and a connection that has
 not started holds nothing, so two people joining at once never meet over a claim neither has
 made. No sockets here: the server (`publishers.py`) asks and acts on the answer.
+
+A room's captions pass its cross-talk check (`RoomCrossTalk`, the rule in `core.crosstalk`)
+before they enter the room's log: a sentence one microphone heard from another participant is
+left out, so each is captioned once, under its speaker's name. No timers here either: the
+server (`delivery.py`) calls `expire` when `due` says.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Generic, TypeVar
 
+from streamcap.core.captions import CaptionEvent
+from streamcap.core.crosstalk import CrossTalk, CrossTalkConfig, Heard, Released
+
 from .close import CloseCode, ProtocolError
+from .hub import Publication, StreamEntry
 
 S = TypeVar("S")
 
@@ -60,3 +70,61 @@ class RoomClaims(Generic[S]):
         """Drop the claim if `session` still holds it (a takeover may have replaced it)."""
         if self._claims.get((room, speaker)) is session:
             del self._claims[(room, speaker)]
+
+
+#: A caption of a room's publisher, as the worker gave it.
+Said = tuple[CaptionEvent, Publication]
+
+
+class RoomCrossTalk:
+    """One room's captions through the cross-talk check: `offer` each as it comes (from any of
+    the room's publishers), `expire` at `due`, `flush` when the room ends; each returns what
+    goes into the room's log now, in order. A caption that waited has the wait added to its
+    `latency_ms` (what the viewers, the overlay's hold and the latency metric see); a copy is
+    left out, or sent empty when a partial of it is on screen (it clears it)."""
+
+    def __init__(self, entry: StreamEntry, config: CrossTalkConfig | None = None) -> None:
+        self.entry = entry
+        self.check: CrossTalk[Said] = CrossTalk(config)
+        #: copies of another participant's sentence left out so far (finals)
+        self.copies = 0
+        #: finals that waited, and the longest wait (s)
+        self.held = 0
+        self.longest_s = 0.0
+
+    def offer(self, cap: CaptionEvent, pub: Publication, now: float) -> list[Said]:
+        shift = pub.time_offset
+        heard = Heard(pub, cap.type, cap.segment, cap.text, cap.start + shift, cap.end + shift,
+                      cap.level_db, cap.latency_ms / 1000.0)  # fmt: skip
+        return self._out(self.check.offer(heard, (cap, pub), now, self.entry.publications))
+
+    def due(self) -> float | None:
+        return self.check.due()
+
+    def expire(self, now: float) -> list[Said]:
+        return self._out(self.check.expire(now, self.entry.publications))
+
+    def flush(self, now: float) -> list[Said]:
+        return self._out(self.check.flush(now))
+
+    def drain(self) -> list[Said]:
+        """What waits, as it came (a decision failed: a caption is never lost to the check)."""
+        return self.check.drain()
+
+    def _out(self, released: list[Released[Said]]) -> list[Said]:
+        out: list[Said] = []
+        for r in released:
+            cap, pub = r.payload
+            if r.verdict != "show":
+                if r.heard.type == "final" and r.heard.text.strip():
+                    self.copies += 1
+                if r.verdict == "drop":
+                    continue
+                cap = replace(cap, text="", committed_chars=0, words=())
+            if r.held_s > 0:
+                cap = replace(cap, latency_ms=cap.latency_ms + 1000.0 * r.held_s)
+                if cap.type == "final" and r.verdict == "show":
+                    self.held += 1
+                    self.longest_s = max(self.longest_s, r.held_s)
+            out.append((cap, pub))
+        return out

@@ -25,10 +25,15 @@ SUBTITLE_RE = re.compile(r"/streams/([A-Za-z0-9_-][A-Za-z0-9_.-]{0,63})\.(srt|vt
 _STATIC_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}(?:/[A-Za-z0-9_.-]{1,128}){0,7}")
 
 # Pages talk to this same server only; an overlay may be framed by anything (OBS, players).
+# `connect-src 'self'` covers ws:// and wss:// of the page's own host:port (CSP 3; checked in
+# Chromium by tests/web/test_page_hardening.py): the mic page can publish nowhere else, even if
+# a script on it tried. The overlay only receives captions, and its documented `server=`
+# parameter names another caption server, so its page may open WebSockets elsewhere.
 _CSP = (
-    "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; "
+    "default-src 'self'; connect-src {connect}; img-src 'self' data:; "
     "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; frame-ancestors *"
 )
+_CONNECT_SRC = {"overlay.html": "'self' ws: wss:"}
 _TYPES = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -97,7 +102,8 @@ def static_file(web_dir: Path, rel: str) -> Response:
         return text(HTTPStatus.NOT_FOUND, "not found")
     suffix = path.suffix.lower()
     ctype = _TYPES.get(suffix) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    extra = (("Content-Security-Policy", _CSP),) if suffix == ".html" else ()
+    csp = _CSP.format(connect=_CONNECT_SRC.get(path.name, "'self'"))
+    extra = (("Content-Security-Policy", csp),) if suffix == ".html" else ()
     return response(HTTPStatus.OK, data, ctype, extra)
 
 

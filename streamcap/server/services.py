@@ -17,15 +17,14 @@ from typing import Protocol
 
 from websockets.asyncio.server import ServerConnection
 
-from streamcap.core.captions import Caption, CaptionEvent
+from streamcap.core.captions import CaptionEvent
 
 from .close import ProtocolError
 from .config import ServerConfig, StreamFactory
+from .delivery import Sendable
 from .hub import Hub, Publication, StreamEntry
 from .metrics import ServerMetrics
 from .ratelog import RateLimitedLog
-
-__all__ = ["Claim", "Publisher", "PublisherServices", "Refuse", "ViewerServices"]
 
 
 class Publisher(Protocol):
@@ -80,6 +79,9 @@ class PublisherServices:
     caption_callback: Callable[[StreamEntry, Publication], Callable[[CaptionEvent], None]]
     #: a publisher came or went: the worker's meter counts the live rooms
     streams_changed: Callable[[], None]
+    #: a publisher of the room has gone: what its captions wait for is decided now, so its
+    #: "stopped" close is true (every final out)
+    publisher_left: Callable[[str], None]
     #: the room's last publisher has gone: its recording closes
     stream_closed: Callable[[str], None]
 
@@ -93,7 +95,8 @@ class ViewerServices:
     metrics: ServerMetrics
     rlog: RateLimitedLog
     refuse: Refuse
-    #: what a viewer at a cursor is sent next, recorded finals included (`delivery.Delivery`)
-    replay: Callable[[StreamEntry, int], Awaitable[list[Caption]]]
+    #: what a viewer at a cursor, from a client address, is sent next, recorded finals
+    #: included a chunk at a time (`delivery.Delivery.replay`)
+    replay: Callable[[StreamEntry, int, str], Awaitable[tuple[list[Sendable], int | None]]]
     #: one event per open viewer, set when it has gone: shutdown waits for them
     viewer_done: set[asyncio.Event]

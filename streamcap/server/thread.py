@@ -12,6 +12,8 @@ from .config import ServerConfig
 if TYPE_CHECKING:
     from streamcap.runtime.worker_api import Worker
 
+__all__ = ["ServerThread"]
+
 T = TypeVar("T")
 
 

@@ -4,16 +4,26 @@ A sender task sends `log.since(cursor)` whenever the stream wakes it, a reader t
 what the viewer sends (nothing is expected). A viewer that cannot take one event within the
 send timeout is closed (1008) and may resume with `since`; at shutdown the sender sends what
 is left and the connection closes with 1001.
+
+A viewer that asks with `status=1` is also told whether anyone publishes on the stream: a
+`status` message when it connects and whenever that changes (the stream wakes its viewers
+when a publisher starts and when its last one leaves: `delivery.Delivery`). An overlay opened
+on a stream nobody publishes on can then say so instead of staying blank. It is asked for,
+not sent to every viewer, because a client written before it may take every message for a
+caption.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+from urllib.parse import parse_qsl, urlsplit
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from .accept import peer_address
 from .close import CloseCode, ProtocolError
 from .hub import StreamEntry, Viewer
 from .request import resume_cursor
@@ -27,8 +37,8 @@ async def serve_viewer(
     closes; at shutdown, what is left, then 1001. `server` is what a viewer may ask of its
     server (`services.ViewerServices`)."""
     cfg = server.config
-    entry = server.hub.get(stream)
-    if cfg.unknown_stream == "reject" and (entry is None or not entry.started):
+    found = await server.hub.open(stream)  # a recorded stream is read back off the loop
+    if cfg.unknown_stream == "reject" and (found is None or not found.started):
         err = ProtocolError(CloseCode.POLICY_VIOLATION, f"unknown stream {stream!r}")
         await server.refuse(ws, err, "unknown_stream", stream)
         return
@@ -38,13 +48,15 @@ async def serve_viewer(
         )
         await server.refuse(ws, err, "limit", stream)
         return
-    entry = server.hub.entry(stream)
+    entry = server.hub.entry(stream, found)
     viewer = Viewer(resume_cursor(since, epoch, entry.log.epoch, entry.log.last_seq))
     entry.viewers.add(viewer)
     viewer.wake.set()
     done = asyncio.Event()
     server.viewer_done.add(done)
-    sender = asyncio.create_task(_send_loop(server, ws, entry, viewer))
+    sender = asyncio.create_task(
+        _send_loop(server, ws, entry, viewer, peer_address(ws), _wants_status(ws))
+    )
     reader = asyncio.create_task(_drain(ws))
     try:
         await asyncio.wait({sender, reader}, return_when=asyncio.FIRST_COMPLETED)
@@ -70,15 +82,56 @@ async def _drain(ws: ServerConnection) -> None:
         pass
 
 
+def _wants_status(ws: ServerConnection) -> bool:
+    """The viewer asked for status messages (`status=1`; the query was checked already)."""
+    path = ws.request.path if ws.request is not None else ""
+    return dict(parse_qsl(urlsplit(path).query)).get("status") == "1"
+
+
+def status_json(stream: str, publishing: bool) -> str:
+    """The status message: whether anyone publishes on `stream` now (no `seq`: it is not a
+    caption and is never replayed)."""
+    return json.dumps({"type": "status", "stream": stream, "publishing": publishing})
+
+
+async def _send(
+    server: ViewerServices,
+    ws: ServerConnection,
+    entry: StreamEntry,
+    viewer: Viewer,
+    data: str | bytes,
+) -> str | None:
+    """Send one message; "slow" (closed: it could not take it in time) or "gone" if not sent."""
+    try:
+        await asyncio.wait_for(ws.send(data, text=True), server.config.viewer_send_timeout_s)
+    except asyncio.TimeoutError:
+        reason = f"viewer too slow; reconnect with since={viewer.cursor}"
+        err = ProtocolError(CloseCode.POLICY_VIOLATION, reason)
+        await server.refuse(ws, err, "slow_viewer", entry.stream)
+        return "slow"
+    except ConnectionClosed:
+        return "gone"
+    return None
+
+
 async def _send_loop(
-    server: ViewerServices, ws: ServerConnection, entry: StreamEntry, viewer: Viewer
+    server: ViewerServices,
+    ws: ServerConnection,
+    entry: StreamEntry,
+    viewer: Viewer,
+    address: str,
+    status: bool = False,
 ) -> str:
-    """Send the log from the viewer's cursor on, whenever woken; at shutdown, what is left."""
-    timeout = server.config.viewer_send_timeout_s
+    """Send the log from the viewer's cursor on, whenever woken (a replay from the recording
+    comes a chunk at a time, paid for from `address`'s budget); at shutdown, what is left.
+    With `status`, after the captions, whether anyone publishes when the viewer has not been
+    told it yet."""
+    told: bool | None = None  # what this viewer was last told of the stream's publishing
     while True:
         await viewer.wake.wait()
         viewer.wake.clear()
-        for cap in await server.replay(entry, viewer.cursor):
+        batch, recorded_through = await server.replay(entry, viewer.cursor, address)
+        for cap in batch:
             try:
                 data = cap.to_json().encode("utf-8")
             except Exception:  # one event that cannot be sent never ends the viewer
@@ -91,16 +144,18 @@ async def _send_loop(
                 )
                 viewer.cursor = cap.seq
                 continue
-            try:
-                await asyncio.wait_for(ws.send(data, text=True), timeout)
-            except asyncio.TimeoutError:
-                reason = f"viewer too slow; reconnect with since={viewer.cursor}"
-                err = ProtocolError(CloseCode.POLICY_VIOLATION, reason)
-                await server.refuse(ws, err, "slow_viewer", entry.stream)
-                return "slow"
-            except ConnectionClosed:
-                return "gone"
+            failed = await _send(server, ws, entry, viewer, data)
+            if failed:
+                return failed
             viewer.cursor = cap.seq
             server.metrics.events_sent.inc()
-        if viewer.closing:
+        if status and recorded_through is None and entry.publishing != told:
+            told = entry.publishing
+            failed = await _send(server, ws, entry, viewer, status_json(entry.stream, told))
+            if failed:
+                return failed
+        if recorded_through is not None:  # a chunk of the recording: the next one follows
+            viewer.cursor = max(viewer.cursor, recorded_through)
+            viewer.wake.set()
+        elif viewer.closing:
             return "closing"

@@ -37,6 +37,8 @@ from torch import nn
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.errors import UserError
 
+__all__ = ["VoiceEncoder", "shared_encoder", "weights_path"]
+
 #: FFT size and window: 25 ms at 16 kHz.
 N_FFT = 400
 #: Frame hop: 10 ms.
@@ -226,6 +228,9 @@ class VoiceEncoder:
     - ``embed_partials(audio, hop_s)``: the 1.6 s windows along a clip every ``hop_s`` seconds
       and their start times (seconds from the clip's first sample).
     """
+
+    name = "ge2e"
+    window_s = PARTIAL_S
 
     def __init__(
         self,

@@ -26,8 +26,8 @@ from streamcap.audio import (
     iter_audio_chunks,
     load_audio,
     pcm_to_float,
-    resample,
 )
+from streamcap.audio.resample import resample
 from streamcap.runtime.clock import RealClock, SimulatedClock, paced_chunks
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -17,7 +17,8 @@ from streamcap.core.segmenter import Segmenter, SegmenterConfig, collect_utteran
 
 pytest.importorskip("silero_vad")
 
-from streamcap.audio.silero import SileroVad, make_vad  # noqa: E402
+from streamcap.audio.silero import SileroVad  # noqa: E402
+from streamcap.audio.vad import UnknownVad, make_vad, vad_names  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FRAME = SAMPLE_RATE * 30 // 1000  # the segmenter's 30 ms frames
@@ -81,27 +82,28 @@ def test_segmenter_with_silero_finds_the_utterance() -> None:
 
 def test_webrtc_stays_the_default() -> None:
     assert SegmenterConfig().vad == "webrtc"
-    assert make_vad(SegmenterConfig()) is None
-    with pytest.raises(ValueError):
-        SegmenterConfig(vad="nope")  # type: ignore[arg-type]
+    assert vad_names()[0] == "webrtc"
+    assert not isinstance(make_vad(SegmenterConfig()), SileroVad)
+    with pytest.raises(UnknownVad, match="unknown VAD 'nope': one of webrtc, silero"):
+        make_vad(SegmenterConfig(vad="nope"))
 
 
 def test_cli_vad_flag_and_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
     import importlib.util
 
-    from streamcap.cli.common import add_vad_flag, live_config, vad_of
+    from streamcap.cli.live_options import add_vad_flag, live_config, vad_from_args
     from streamcap.errors import UserError
 
     p = argparse.ArgumentParser()
     add_vad_flag(p)
     args = p.parse_args(["--vad", "silero"])
-    assert vad_of(args) == "silero"
-    assert live_config(vad=vad_of(args)).segmenter.vad == "silero"
-    assert vad_of(p.parse_args([])) == "webrtc"
+    assert vad_from_args(args) == "silero"
+    assert live_config(vad=vad_from_args(args)).segmenter.vad == "silero"
+    assert vad_from_args(p.parse_args([])) == "webrtc"
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda n, *a: None if n == "silero_vad" else real(n, *a)
     )
     with pytest.raises(UserError, match="silero"):
-        vad_of(args)
+        vad_from_args(args)

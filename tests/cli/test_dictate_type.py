@@ -136,3 +136,86 @@ def test_dictate_types_the_finals_into_the_focused_window(
     assert typed == "".join(f"{' '.join(f.split())} " for f in finals)
     words = re.sub(r"[^a-z ]", "", typed.lower())
     assert "fellow americans" in words and "what your country can do for you" in words, typed
+
+
+#: Finals holding what a model (or whoever it hears) can put in text, and what must be typed:
+#: controls and format characters (bidi overrides and isolates) dropped, whitespace one space.
+HOSTILE_FINALS = [
+    ("red\x1b[31mtext", "red[31mtext"),  # ESC: vi leaves insert mode, the rest runs as commands
+    ("abc\x08\x08\x08xyz", "abcxyz"),  # three BackSpace presses erased "abc"
+    ("del\x7f", "del"),  # DEL: a Delete key press
+    ("ab\x9bc", "abc"),  # C1 CSI
+    ("left \u202eright", "left right"),  # RLO
+    ("x\u2066y\u2069z \u202ap\u202c", "xyz p"),  # isolates, LRE/PDF
+    ("line1\nline2\r\n\tline3", "line1 line2 line3"),  # whitespace: spaces, as before
+    ("\x1b\x08", ""),  # nothing left: nothing typed
+]
+
+
+@pytest.mark.browser
+def test_typist_never_presses_control_keys(xvfb: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35, bug 7 (red team 2026-12-05, TYPE-ESC/-BS/-DEL/-RLO): `Typist.type` handed
+    control characters to xdotool, which pressed Escape, BackSpace and Delete in the focused
+    window. The product's own `Typist` types hostile finals through the real xdotool into a
+    real Chromium <textarea> on Xvfb; the page records every key it receives."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian chromium not installed")
+    from streamcap.cli.dictate import Typist
+
+    monkeypatch.setenv("DISPLAY", xvfb)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    env = {**os.environ}
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), headless=False, env=env,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+                  "--disable-background-networking", "--disable-component-update"],
+        )  # fmt: skip
+        try:
+            page = browser.new_page()
+            page.set_content(
+                "<textarea id=t style='width:95vw;height:90vh'></textarea><script>"
+                "window.keys = []; document.addEventListener('keydown', "
+                "e => window.keys.push(e.key), true)</script>"
+            )
+            page.focus("#t")
+            subprocess.run(
+                ["xdotool", "search", "--sync", "--onlyvisible", "--class", "chromium",
+                 "windowfocus", "--sync"],
+                env=env, check=True, timeout=30, capture_output=True,
+            )  # fmt: skip
+            typist = Typist.for_session(env)
+            for final, _ in HOSTILE_FINALS:
+                typist.type(final)
+            typist.type("end")  # typed last: once it is there, everything before it is
+            typist.close()
+            expected = "".join(f"{want} " for _, want in HOSTILE_FINALS if want) + "end "
+            page.wait_for_function(
+                "n => document.querySelector('#t').value.length >= n",
+                arg=len(expected), timeout=10_000,
+            )  # fmt: skip
+            typed = page.input_value("#t")
+            keys = page.evaluate("window.keys")
+        finally:
+            browser.close()
+    pressed = {"Escape", "Backspace", "Delete"} & set(keys)
+    assert not pressed, f"control keys pressed: {pressed} (window got {typed!r})"
+    assert typed == expected
+    assert not any(ch in typed for ch in "\u202a\u202c\u202e\u2066\u2069\x1b\x7f")
+
+
+def test_typed_text_rule_keeps_words_joiners_and_scripts() -> None:
+    """The rule behind `Typist.type` (`core.safe_text.typeable`), on what must survive it."""
+    from streamcap.core.safe_text import typeable
+
+    assert typeable("caf\u00e9 \u20ac \U0001f600 \u05e9\u05dc\u05d5\u05dd") == (
+        "caf\u00e9 \u20ac \U0001f600 \u05e9\u05dc\u05d5\u05dd"
+    )
+    assert typeable("\U0001f469\u200d\U0001f4bb") == "\U0001f469\u200d\U0001f4bb"  # ZWJ emoji
+    assert typeable("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645") == (
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"
+    )  # ZWNJ (Persian)
+    assert typeable("a\u200bb\ufeffc\u00adD") == "abcD"  # zero-width, BOM, soft hyphen
+    assert typeable(" -foo --help -- bar ") == "-foo --help -- bar"
+    assert typeable("a\x1c\x1fb\u2028c") == "a b c"  # separators Python counts as space

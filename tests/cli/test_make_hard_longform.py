@@ -1,9 +1,9 @@
-"""scripts/make_hard_longform.py: utterances sped up at the same pitch, joined by short gaps."""
+"""scripts/make_hard_longform.py (`streamcap.evaluation.make_hard_longform`): utterances sped
+up at the same pitch, joined by short gaps."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
 from types import ModuleType
 
@@ -16,14 +16,8 @@ SR = 16000
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "make_hard_longform", ROOT / "scripts" / "make_hard_longform.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The module behind scripts/make_hard_longform.py."""
+    return importlib.import_module("streamcap.evaluation.make_hard_longform")
 
 
 def _recording() -> tuple[np.ndarray, list[dict[str, object]]]:

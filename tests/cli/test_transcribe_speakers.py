@@ -75,14 +75,8 @@ def test_split_pieces_join_words_as_each_path_spells_them() -> None:
 
 
 def test_calibration_sets_the_threshold_where_the_two_errors_meet() -> None:
-    import importlib.util
+    from streamcap.evaluation import calibrate_speakers as cal  # scripts/calibrate_speakers.py
 
-    spec = importlib.util.spec_from_file_location(
-        "calibrate_speakers", ROOT / "scripts" / "calibrate_speakers.py"
-    )
-    assert spec is not None and spec.loader is not None
-    cal = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cal)
     target = [(s, 1.0) for s in (0.70, 0.80, 0.85, 0.90)]
     nontarget = [(s, 1.0) for s in (0.40, 0.50, 0.60, 0.75)]
     threshold, eer = cal.weighted_eer(target, nontarget)

@@ -245,10 +245,12 @@ def test_remote_finals_equal_plain_greedy_generate(gateway, ray_head, engine, sp
     from streamcap.cluster.remote import RemoteWorker
     from streamcap.cluster.transport import BridgeTransport
     from streamcap.cluster.wire import ClusterSpec, model_fingerprint
+    from streamcap.core.live_config import LiveConfig
     from streamcap.decoding.reference import reference_decode
     from streamcap.models.card import ModelCard
     from streamcap.runtime.clock import RealClock
-    from streamcap.runtime.stream import LiveConfig, LiveStream, replay
+    from streamcap.runtime.replay import replay
+    from streamcap.runtime.stream import LiveStream
 
     card = ModelCard.load("base")
     spec = ClusterSpec(address=ray_head)  # attach only: the gateway's replicas
@@ -267,7 +269,7 @@ def test_remote_finals_equal_plain_greedy_generate(gateway, ray_head, engine, sp
         worker.stop(timeout=60)
     finals = [(j, o) for j, o in decodes if j.kind == "final" and o.result is not None]
     assert len(finals) >= 2
-    assert worker.remote_snapshot()["replicas"][0]["precision"] == "fp32"  # the gateway's flag
+    assert worker.remote_status().replicas[0].precision == "fp32"  # the gateway's flag
     if engine.precision != "fp32":  # `auto` measured another encoder precision here
         from streamcap.runtime.engine import Engine
 

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streamcap.cluster.remote import RemoteConfig, RemoteUnavailable, RemoteWorker
+from streamcap.cluster.remote import RemoteUnavailable, RemoteWorker
+from streamcap.cluster.remote_config import RemoteConfig
 from streamcap.cluster.transport import Lost, OnEvent, Replied, Routed, Status
 from streamcap.cluster.wire import ReplicaInfo, ReplicaReply, ReplicaRequest
 from streamcap.core.decode_types import DecodeResult, DecodingOptions
@@ -175,15 +176,15 @@ def test_a_lost_final_is_resent_identically_and_told_exactly_once() -> None:
         t.lose(first)
         again = t.wait_sent(2)[1]
         assert again is first  # the identical request: same key, options, hypothesis, audio
-        assert worker.remote_books.retries["final"] == 1 and worker.remote_books.lost["died"] == 1
+        assert worker.remote_books.finals_resent == 1 and worker.remote_books.lost["died"] == 1
         t.reply(again, "second", replica="r1")
         t.reply(first, "late reply of the dead one")  # it had finished after all
         told.wait(1)
         time.sleep(0.2)
         assert [o.result.text for o in told.of(f) if o.result] == ["second"]
         assert worker.remote_books.duplicates == 1
-        snap = worker.remote_snapshot()
-        assert snap["retries"]["final"] == 1 and snap["duplicates"] == 1
+        status = worker.remote_status()
+        assert status.finals_resent == 1 and status.duplicates == 1
     finally:
         worker.stop(timeout=5)
 
@@ -256,14 +257,14 @@ def test_without_replicas_work_goes_to_the_fallback_and_comes_back() -> None:
     try:
         f = worker.submit(make_job("a", "final", 1, told))
         sent = fallback.wait_sent(1)  # no replica for 0.3 s: the fallback decodes
-        assert worker.remote_snapshot()["fallback_active"] and "fallback" in worker.health()
+        assert worker.remote_status().fallback_active and "fallback" in worker.health()
         fallback.reply(sent[0], replica="local")
         told.wait(1)
         assert told.of(f)[0].result is not None
         t.status(running=1)  # the replicas are back: new work goes to them
         worker.submit(make_job("a", "final", 2, told))
         assert t.wait_sent(1)[0].window == 2 and len(fallback.sent) == 1
-        assert not worker.remote_snapshot()["fallback_active"]
+        assert not worker.remote_status().fallback_active
     finally:
         worker.stop(timeout=1, drain=False)
 
@@ -295,10 +296,12 @@ def test_live_stream_through_the_local_transport_gives_exact_finals(engine, spee
     from serverkit import padded, recall
 
     from streamcap.cluster.transport import LocalTransport
+    from streamcap.core.live_config import LiveConfig
     from streamcap.decoding.reference import reference_decode
     from streamcap.models.card import ModelCard
     from streamcap.runtime.clock import RealClock
-    from streamcap.runtime.stream import LiveConfig, LiveStream, replay
+    from streamcap.runtime.replay import replay
+    from streamcap.runtime.stream import LiveStream
     from streamcap.runtime.worker import InferenceWorker
 
     card = ModelCard.load("base")
@@ -327,5 +330,6 @@ def test_live_stream_through_the_local_transport_gives_exact_finals(engine, spee
         enc = engine.encode(job.audio)
         ref, _ = reference_decode(engine.decoder, enc.enc, out.options, enc.duration_s)
         assert tuple(ref) == out.result.tokens
-    snap = worker.remote_snapshot()
-    assert snap["replicas"][0]["finals"] == len(finals) and snap["retries"] == {}
+    status = worker.remote_status()
+    assert status.replicas[0].finals == len(finals)
+    assert (status.finals_resent, status.partials_lost, dict(status.lost)) == (0, 0, {})

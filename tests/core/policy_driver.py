@@ -11,7 +11,9 @@ import numpy as np
 
 from streamcap.core.captions import Caption, CaptionLog
 from streamcap.core.decode_types import DecodeResult, WordTiming
-from streamcap.core.policy import CaptionPolicy, DecodeRequest, PolicyConfig, Step
+from streamcap.core.policy import CaptionPolicy
+from streamcap.core.policy_config import PolicyConfig
+from streamcap.core.policy_window import DecodeRequest, Step
 from streamcap.core.segmenter import SpeechAudio, SpeechEnd, SpeechStart
 
 SR = 16000

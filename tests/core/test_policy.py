@@ -26,7 +26,9 @@ from policy_driver import (
 )
 
 from streamcap.core.captions import Caption
-from streamcap.core.policy import CaptionPolicy, DecodeRequest, PolicyConfig
+from streamcap.core.policy import CaptionPolicy
+from streamcap.core.policy_config import PolicyConfig
+from streamcap.core.policy_window import DecodeRequest
 from streamcap.core.segmenter import SpeechAudio, SpeechEnd, SpeechStart
 from streamcap.core.text import align_prefix, is_hallucination, norm_text, trim_loop, trim_restart
 

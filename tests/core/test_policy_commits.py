@@ -12,7 +12,7 @@ import pytest
 from policy_driver import Driver, FakeDecoder, Word, audio_events, result, script, utterance
 
 from streamcap.core.decode_types import WordTiming
-from streamcap.core.policy import PolicyConfig
+from streamcap.core.policy_config import PolicyConfig
 from streamcap.core.segmenter import SpeechEnd, SpeechStart
 from streamcap.core.text import norm_text
 

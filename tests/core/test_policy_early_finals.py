@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from policy_driver import Driver, FakeDecoder, audio_events, chunk, script
 
-from streamcap.core.policy import PolicyConfig
+from streamcap.core.policy_config import PolicyConfig
 from streamcap.core.segmenter import SpeechEnd, SpeechStart
 from streamcap.core.text import norm_text
 

@@ -1,7 +1,7 @@
 """The caption policy's state machines, driven through their tables (`core.policy_states`).
 
 Every allowed transition is taken from a machine put in its state, every other (state, event)
-pair is refused with `PolicyStateError` and leaves the state as it was; then the policy itself
+pair is refused with `TransitionError` and leaves the state as it was; then the policy itself
 is walked through a window's life on synthetic segmenter events, and made to refuse events
 that break the segmenter's contract.
 """
@@ -17,17 +17,16 @@ import numpy as np
 import pytest
 
 from streamcap.core.decode_types import DecodeResult, WordTiming
-from streamcap.core.policy import CaptionPolicy, PolicyConfig
+from streamcap.core.policy import CaptionPolicy
+from streamcap.core.policy_config import PolicyConfig
 from streamcap.core.policy_states import (
     PARTIAL_TRANSITIONS,
     SPEECH_TRANSITIONS,
     WINDOW_TRANSITIONS,
     PartialEvent,
     PartialState,
-    PolicyStateError,
     SpeechEvent,
     SpeechState,
-    StateMachine,
     WindowEvent,
     WindowState,
     partial_machine,
@@ -35,6 +34,7 @@ from streamcap.core.policy_states import (
     window_machine,
 )
 from streamcap.core.segmenter import SpeechAudio, SpeechEnd, SpeechStart
+from streamcap.core.state_machine import StateMachine, TransitionError
 
 SR = 16000
 W, WE = WindowState, WindowEvent
@@ -73,7 +73,7 @@ def test_every_allowed_transition(pair: tuple[str, Any, Any]) -> None:
 def test_every_other_event_is_refused(pair: tuple[str, Any, Any]) -> None:
     name, state, event = pair
     m: StateMachine[Any, Any] = StateMachine(TABLES[name][0], state)
-    with pytest.raises(PolicyStateError, match=f"{event.name} is not allowed in state"):
+    with pytest.raises(TransitionError, match=f"{event.name} is not allowed in state"):
         m.fire(event)
     assert m.state is state  # a refused event changes nothing
 
@@ -116,7 +116,7 @@ def test_a_window_voided_twice_then_closed_early() -> None:
     states = [m.fire(e) for e in path]
     assert states == [W.EARLY_FINAL, W.OPEN, W.EARLY_FINAL, W.EARLY_FINAL_READY, W.OPEN,
                       W.EARLY_FINAL, W.EARLY_FINAL_READY, W.DONE]  # fmt: skip
-    with pytest.raises(PolicyStateError):
+    with pytest.raises(TransitionError):
         m.fire(WE.FINAL_RESULT)  # its final was the early one: no other comes
 
 
@@ -224,5 +224,5 @@ def test_the_policy_refuses_events_that_break_the_segmenter_contract(
     *before, last = events
     for ev in before:
         pol.on_event(ev)
-    with pytest.raises(PolicyStateError):
+    with pytest.raises(TransitionError):
         pol.on_event(last)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.segmenter import (
-    SAMPLE_RATE,
     Event,
     Segmenter,
     SegmenterConfig,

@@ -186,7 +186,8 @@ def test_worker_times_words_of_finals_not_partials(
 ) -> None:
     from streamcap.runtime.batching import BatchRunner
     from streamcap.runtime.costs import CostModel, CostModelConfig
-    from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
+    from streamcap.runtime.jobs import DecodeJob, JobOutcome
+    from streamcap.runtime.worker import InferenceWorker
 
     audio = speech["en_real_praatio_mary"]
     got: list[JobOutcome] = []
@@ -214,18 +215,16 @@ def test_worker_times_words_of_finals_not_partials(
 
 
 def test_live_decodes_ask_for_words_when_the_policy_does() -> None:
-    from streamcap.core.policy import DecodeRequest
-    from streamcap.runtime.stream import LiveConfig, LiveStream
-
-    class _Worker:
-        engine = type("E", (), {"multilingual": False})()
+    from streamcap.core.live_config import LiveConfig
+    from streamcap.core.policy_window import DecodeRequest
+    from streamcap.core.stream import StreamProtocol
 
     audio = np.zeros(SR, np.float32)
     for config, want in ((LiveConfig(), True), (LiveConfig(word_timestamps=False), False)):
-        stream = LiveStream("s", _Worker(), config=config)  # type: ignore[arg-type]
-        final = stream._job(DecodeRequest(1, "final", 1, audio, 0.0, 1.0, words=True))
-        partial = stream._job(DecodeRequest(2, "partial", 1, audio, 0.0, 1.0))
-        committing = stream._job(DecodeRequest(3, "partial", 1, audio, 0.0, 1.0, words=True))
+        proto = StreamProtocol(config)
+        final = proto._order(DecodeRequest(1, "final", 1, audio, 0.0, 1.0, words=True))
+        partial = proto._order(DecodeRequest(2, "partial", 1, audio, 0.0, 1.0))
+        committing = proto._order(DecodeRequest(3, "partial", 1, audio, 0.0, 1.0, words=True))
         assert final.word_timestamps is want and partial.word_timestamps is False
         assert committing.word_timestamps is want
 

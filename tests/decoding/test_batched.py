@@ -13,7 +13,8 @@ import math
 import pytest
 import torch
 
-from streamcap.decoding import DecodingOptions, HypothesisDrafter, NoDrafter
+from streamcap.core.decode_types import DecodingOptions
+from streamcap.decoding import HypothesisDrafter, NoDrafter
 from streamcap.decoding.batched import MARGIN, MEASURED_LOGIT_DIFF, BatchedDecoder
 from streamcap.decoding.batched_encode import context_positions, encode_windows
 from streamcap.decoding.batched_lean import Segment, forward_packed

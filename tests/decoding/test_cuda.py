@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from streamcap.decoding import DecodingOptions, HypothesisDrafter, NoDrafter
+from streamcap.core.decode_types import DecodingOptions
+from streamcap.decoding import HypothesisDrafter, NoDrafter
 from streamcap.decoding.batched import BatchedDecoder
 from streamcap.decoding.reference import reference_decode
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from streamcap.decoding import DecodingOptions, HypothesisDrafter, NoDrafter
+from streamcap.core.decode_types import DecodingOptions
+from streamcap.decoding import HypothesisDrafter, NoDrafter
 from streamcap.decoding.assistant import AssistantDecoder, same_encoder, same_tokenizer
 from streamcap.decoding.drafters import FixedDrafter, ModelDrafter
 from streamcap.decoding.frontend import WhisperFrontEnd

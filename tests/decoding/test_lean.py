@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from streamcap.decoding import DecodingOptions
+from streamcap.core.decode_types import DecodingOptions
 from streamcap.decoding.lean import LeanCache, LeanDecoder, supports
 from streamcap.decoding.speculative import SpeculativeDecoder
 from streamcap.decoding.step import DecoderStep, crop_cache

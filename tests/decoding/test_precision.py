@@ -121,21 +121,20 @@ def test_fp16_on_cpu_is_refused_with_a_clear_user_error(cuda) -> None:
 
 def test_load_engine_refuses_before_the_model_loads(cuda, monkeypatch) -> None:
     import streamcap.runtime.engine as engine_module
-    from streamcap.cli.common import load_engine
+    from streamcap.cli.model_options import ModelOptions, load_engine
 
     cuda(False)
     monkeypatch.setattr(engine_module, "Engine", lambda *a, **k: pytest.fail("model loaded"))
-    args = argparse.Namespace(device="auto", precision="fp16", model="base", assistant=None)
     with pytest.raises(UserError, match="needs a CUDA GPU"):
-        load_engine(args)
+        load_engine(ModelOptions(device="auto", precision="fp16"))
 
 
 def test_precision_flags_parse() -> None:
-    from streamcap.cli import common
-    from streamcap.cli.common import add_model_flags
+    from streamcap.cli import model_options
+    from streamcap.cli.model_options import add_model_flags
     from streamcap.models import loader
 
-    assert common.PRECISIONS == loader.PRECISIONS  # the parser's copy (kept import-light)
+    assert model_options.PRECISIONS == loader.PRECISIONS  # the parser's copy (kept import-light)
 
     one = argparse.ArgumentParser()
     add_model_flags(one)

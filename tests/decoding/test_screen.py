@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from streamcap.decoding import DecodingOptions
+from streamcap.core.decode_types import DecodingOptions
 from streamcap.decoding.screen import ScreenedProjection
 
 

@@ -10,7 +10,7 @@ from captionkit import LONG
 
 from streamcap.cues import sentences, split_cues, wrap_text
 from streamcap.formats import (
-    FORMATS,
+    file_formats,
     format_of,
     format_srt_time,
     format_vtt_time,
@@ -121,6 +121,29 @@ def test_split_cues_packs_short_sentences_and_splits_long_ones_evenly() -> None:
 
 
 def test_formats_and_format_of() -> None:
-    assert FORMATS == ("srt", "vtt", "jsonl", "txt", "json")
+    assert file_formats() == ("srt", "vtt", "jsonl", "txt", "json")
     assert format_of("a.SRT") == "srt" and format_of(Path("x/b.jsonl")) == "jsonl"
     assert format_of("a.doc") is None and format_of("captions") is None
+
+
+def test_a_long_word_wraps_in_linear_time() -> None:
+    """Issue 35 (red team 2026-12-05, CORRUPT-longline): `wrap_text` sliced the rest of a long
+    word once per line, quadratic in its length: one 2 MB word in a recording took 8.3 s to
+    render. Timed against itself in the same run (no absolute time): four times the word
+    must take about four times as long, not sixteen (the best of three runs each)."""
+    import time
+
+    def best(n: int) -> float:
+        word = "x" * n
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            cues = split_cues(f"see {word} end", 0.0, 10.0)
+            times.append(time.perf_counter() - t0)
+        assert sum(len(x.replace(" ", "")) for _, _, lines in cues for x in lines) == n + 6
+        return min(times)
+
+    small, large = best(250_000), best(1_000_000)
+    assert large / small < 8, f"{small:.3f} s, then {large:.3f} s for 4x the word"
+    lines = wrap_text("x" * 100 + " y", 42)
+    assert lines == ["x" * 42, "x" * 42, "x" * 16 + " y"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamcap.decoding import DecodingOptions
+from streamcap.core.decode_types import DecodingOptions
 from streamcap.models.registry import ModelNotFoundError, ctranslate2_folder, resolve
 from streamcap.runtime.engine import Engine
 

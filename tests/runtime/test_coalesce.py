@@ -56,6 +56,10 @@ class Told:
             self.seen[job.window] = self._probe()
 
 
+#: the queue's coalescer, with a stand-in tokenizer (the local worker gives its engine's)
+JOIN = partial(coalesce_finals, decode=spell)
+
+
 def final(told: Told, window: int, seconds: float, stream: str = "a") -> DecodeJob:
     return DecodeJob(
         stream=stream,
@@ -64,7 +68,7 @@ def final(told: Told, window: int, seconds: float, stream: str = "a") -> DecodeJ
         audio=np.full(round(seconds * SR), 0.1 * window, dtype=np.float32),
         on_done=told,
         word_timestamps=True,
-        coalesce=partial(coalesce_finals, decode=spell),
+        coalescable=True,
     )
 
 
@@ -102,7 +106,7 @@ def test_a_final_with_no_words_heard_is_empty_and_one_without_times_keeps_everyt
 
 def test_a_final_joins_its_streams_waiting_final_in_its_place() -> None:
     told = Told()
-    q = JobQueue(coalesce=True)
+    q = JobQueue(coalesce=JOIN)
     first = final(told, 1, 2.0)
     first.id, first.submitted = 1, 10.0
     other = final(told, 1, 2.0, stream="b")
@@ -124,7 +128,7 @@ def test_a_final_joins_its_streams_waiting_final_in_its_place() -> None:
 
 def test_a_running_final_a_long_backlog_and_other_kinds_are_never_joined() -> None:
     told = Told()
-    q = JobQueue(coalesce=True)
+    q = JobQueue(coalesce=JOIN)
     q.add(final(told, 1, 2.0))
     (running,) = q.take()  # started: nothing joins it
     q.add(final(told, 2, 2.0))
@@ -136,7 +140,7 @@ def test_a_running_final_a_long_backlog_and_other_kinds_are_never_joined() -> No
     remote.add(final(told, 2, 1.0))
     assert len(remote.finals) == 2
     plain = final(told, 4, 1.0)
-    plain.coalesce = None  # a submitter that did not ask (e.g. `LiveConfig.coalesce_finals`)
+    plain.coalescable = False  # a submitter that did not ask (`LiveConfig.coalesce_finals`)
     q.add(plain)
     q.add(final(told, 5, 1.0))
     assert [j.window for j in q.finals] == [2, 3, 4, 5]
@@ -144,7 +148,7 @@ def test_a_running_final_a_long_backlog_and_other_kinds_are_never_joined() -> No
 
 def test_each_final_hears_its_own_outcome_also_of_an_error() -> None:
     told = Told()
-    q = JobQueue(coalesce=True)
+    q = JobQueue(coalesce=JOIN)
     q.add(final(told, 1, 1.0))
     q.add(final(told, 2, 1.0))
     (joined,) = q.take()
@@ -161,13 +165,11 @@ def _backlog(engine, first, second, told=None):  # type: ignore[no-untyped-def]
     from streamcap.runtime.worker import InferenceWorker
 
     opts = options_for(engine, "en", "transcribe")
-    text = partial(engine.spec.tokenizer.decode, skip_special_tokens=True)
     told = told or Told()
     w = InferenceWorker(engine)  # stepped: both wait until run_pending
     for window, audio in ((1, first), (2, second)):
         j = final(told, window, 1.0)
         j.audio, j.options = audio, opts
-        j.coalesce = partial(coalesce_finals, decode=text)
         w.submit(j)
     assert w.queue_depth == 1  # joined
     w.run_pending()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamcap.runtime.costs import CostModel, CostModelConfig
+from streamcap.runtime.worker_status import BatchFigures
 
 MEMORY_BOUND = {1: 0.020, 2: 0.021, 4: 0.024, 8: 0.030}  # rows nearly free per step
 
@@ -82,14 +83,18 @@ def test_encoder_batches_only_when_measured_to_save() -> None:
     assert not m.encode_together(500, 2)
 
 
-def test_snapshot_reports_batch_sizes() -> None:
+def test_batch_figures_report_batch_sizes() -> None:
     m = CostModel()
-    for b in (1, 2, 2, 3):
+    assert m.batch_figures() == BatchFigures() and BatchFigures().mean_size is None
+    for b in (3, 1, 2, 2):
         m.observe_batch(b)
     m.observe_step(2, 0.03)
-    snap = m.snapshot()
-    assert snap["batch_size_mean"] == pytest.approx(2.0)
-    assert snap["step_s_b2"] == pytest.approx(0.03)
+    figures = m.batch_figures()
+    assert figures.batches == {1: 1, 2: 2, 3: 1} and list(figures.batches) == [1, 2, 3]
+    assert figures.mean_size == pytest.approx(2.0)
+    assert figures.step_s == {2: pytest.approx(0.03)}
+    m.observe_batch(8)  # a copy: what was handed out does not change
+    assert 8 not in figures.batches and m.batch_figures().batches[8] == 1
 
 
 def test_a_batch_longer_than_the_wall_limit_is_not_chosen() -> None:

@@ -86,18 +86,18 @@ def test_describe_drop() -> None:
 
 def test_guard_flags_on_every_captioning_command() -> None:
     from streamcap.cli import build_parser
-    from streamcap.cli.common import guard_config, live_config
+    from streamcap.cli.live_options import guard_from_args, live_config
 
     parser = build_parser()
     for command in ("transcribe", "dictate", "serve"):
         extra = ["f.wav"] if command == "transcribe" else []
         args = parser.parse_args([command, *extra])
-        assert guard_config(args) == GuardConfig()  # defaults unchanged
+        assert guard_from_args(args) == GuardConfig()  # defaults unchanged
         args = parser.parse_args(
             [command, *extra, "--no-speech-threshold", "0.4", "--logprob-threshold", "-0.7",
              "--min-avg-logprob", "-2"]
         )  # fmt: skip
-        guard = guard_config(args)
+        guard = guard_from_args(args)
         assert guard == GuardConfig(0.4, -0.7, -2.0, GUARD.phrase_no_speech_threshold)
         assert live_config(guard=guard).policy.guard == guard
         sub = next(a for a in parser._actions if a.dest == "command")
@@ -109,7 +109,7 @@ def test_guard_flags_on_every_captioning_command() -> None:
 def test_metrics_list_every_reason() -> None:
     from streamcap.server.metrics import ServerMetrics
 
-    body = ServerMetrics(dict, dict).render().decode()
+    body = ServerMetrics().render().decode()
     for reason in (*DROP_REASONS, "not_decoded"):
         assert f'streamcap_finals_dropped_total{{reason="{reason}"}}' in body
 
@@ -140,22 +140,27 @@ def test_transcribe_counts_and_logs_each_drop(engine, caplog: pytest.LogCaptureF
 def test_live_stream_counts_and_logs_each_drop(engine, caplog: pytest.LogCaptureFixture) -> None:  # noqa: ANN001
     import soundfile as sf
 
-    from streamcap.core.policy import PolicyConfig
+    from streamcap.core.live_config import LiveConfig
+    from streamcap.core.policy_config import PolicyConfig
+    from streamcap.core.policy_window import DroppedFinal
     from streamcap.runtime.clock import SimulatedClock
-    from streamcap.runtime.stream import LiveConfig, LiveStream, finals_dropped, replay
+    from streamcap.runtime.replay import replay
+    from streamcap.runtime.stream import LiveStream
     from streamcap.runtime.worker import InferenceWorker
 
     audio, _ = sf.read(DATA / "en_real_goforward.wav", dtype="float32")
     guard = GuardConfig(no_speech_threshold=0.0, logprob_threshold=0.0)
     config = LiveConfig(language="en", policy=PolicyConfig(guard=guard))
-    stream = LiveStream("s1", InferenceWorker(engine), None, config, SimulatedClock())
-    before = finals_dropped().get("no_speech", 0)
+    told: list[DroppedFinal] = []
+    stream = LiveStream(
+        "s1", InferenceWorker(engine), None, config, SimulatedClock(), None, told.append
+    )
     with caplog.at_level(logging.INFO, logger="streamcap.runtime.stream"):
         replay(stream, audio)
-    assert stream.committed_text == ""
-    n = stream.drops.get("no_speech", 0)
-    assert n >= 1 and sum(stream.drops.values()) == n
-    assert finals_dropped()["no_speech"] - before == n
+    assert stream.protocol.committed_text == ""
+    n = stream.protocol.drops.get("no_speech", 0)
+    assert n >= 1 and sum(stream.protocol.drops.values()) == n
+    assert [d.reason for d in told] == ["no_speech"] * n  # each told to the owner (metrics)
     lines = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert len(lines) == n
     assert lines[0].startswith("stream s1: final #1 ")

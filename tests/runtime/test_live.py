@@ -28,10 +28,13 @@ from pulse_mic import PulseMic
 
 from streamcap.audio import load_audio
 from streamcap.core.captions import Caption, CaptionLog
+from streamcap.core.live_config import LiveConfig
 from streamcap.core.text import norm_text
 from streamcap.runtime.clock import RealClock, SimulatedClock
-from streamcap.runtime.stream import LiveConfig, LiveStream, replay
-from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
+from streamcap.runtime.jobs import DecodeJob, JobOutcome
+from streamcap.runtime.replay import replay
+from streamcap.runtime.stream import LiveStream
+from streamcap.runtime.worker import InferenceWorker
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
@@ -113,11 +116,11 @@ def test_file_on_the_simulated_clock_gives_exact_finals(engine, early: str, prom
         enc = engine.encode(job.audio)
         ref, _ = reference_decode(engine.decoder, enc.enc, out.options, enc.duration_s)
         assert tuple(ref) == out.result.tokens
-    stats = stream.stats()
+    stats = worker.stream_stats("t")
     assert stats.finals == len(final_jobs) and stats.decode.accepted > 0
     if early == "on":  # finals started at pause onset were used (voided ones ran too)
-        assert stream.early_finals["used"] >= 2
-        assert stream.early_finals["started"] <= len(final_jobs)
+        assert stream.protocol.early_finals["used"] >= 2
+        assert stream.protocol.early_finals["started"] <= len(final_jobs)
 
 
 @pytest.mark.model

@@ -1,10 +1,10 @@
-"""One language per stream (issue 20): detected once and kept, or per utterance (auto-each)."""
+"""One language per stream (issue 20): detected once and kept, or per utterance (auto-each),
+with the bundled model; the rules alone: tests/core/test_stream_protocol.py."""
 
 from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -12,73 +12,22 @@ import pytest
 
 from streamcap.audio import load_audio
 from streamcap.core.captions import CaptionEvent
-from streamcap.core.decode_types import DecodeResult
-from streamcap.core.policy_window import DecodeRequest
+from streamcap.core.live_config import AUTO_EACH, LiveConfig, split_language
 from streamcap.runtime.clock import SimulatedClock
-from streamcap.runtime.stream import (
-    AUTO_EACH,
-    LANGUAGE_MIN_PROB,
-    LANGUAGE_MIN_SPEECH_S,
-    LiveConfig,
-    LiveStream,
-    replay,
-    split_language,
-)
-from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome
+from streamcap.runtime.jobs import DecodeJob, JobOutcome
+from streamcap.runtime.replay import replay
+from streamcap.runtime.stream import LiveStream
+from streamcap.runtime.worker import InferenceWorker
 from streamcap.server.protocol import parse_start
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SR = 16000
 
 
-def _result(text: str, language: str | None, prob: float | None) -> DecodeResult:
-    return DecodeResult((1,), text, language, 0.0, -0.1, "eot", language_prob=prob)
-
-
-def _request(kind: str, seconds: float) -> DecodeRequest:
-    return DecodeRequest(1, kind, 0, np.zeros(int(seconds * SR), np.float32), 0.0, seconds)  # type: ignore[arg-type]
-
-
-def _stream(lock: bool = True) -> LiveStream:
-    worker: Any = SimpleNamespace(engine=SimpleNamespace(multilingual=True))
-    return LiveStream("t", worker, None, LiveConfig(lock_language=lock))
-
-
 def test_split_language() -> None:
     assert split_language(None) == (None, True)
     assert split_language("de") == ("de", True)
     assert split_language(AUTO_EACH) == (None, False)
-
-
-def test_partials_wait_for_the_language_and_a_final_locks_it() -> None:
-    s = _stream()
-    unsure = _result("שלום", "he", 0.5)
-    assert s._lock_language(_request("partial", 5.0), unsure) is None  # not shown
-    short = _result("hello", "en", 0.99)
-    assert s._lock_language(_request("partial", LANGUAGE_MIN_SPEECH_S / 2), short) is None
-    assert s.language is None
-    final = _result("hello there", "en", 0.6)
-    assert s._lock_language(_request("final", 1.0), final) is final
-    assert s.language == "en"
-    # a partial decoded with detection before the lock, in another language: not shown
-    assert s._lock_language(_request("partial", 5.0), unsure) is None
-    same = _result("hello", "en", None)
-    assert s._lock_language(_request("partial", 5.0), same) is same
-
-
-def test_a_sure_partial_locks_the_language() -> None:
-    s = _stream()
-    sure = _result("hello there", "en", LANGUAGE_MIN_PROB)
-    assert s._lock_language(_request("partial", LANGUAGE_MIN_SPEECH_S), sure) is sure
-    assert s.language == "en"
-
-
-def test_auto_each_keeps_every_result_and_locks_nothing() -> None:
-    s = _stream(lock=False)
-    unsure = _result("hola", "es", 0.3)
-    assert s._lock_language(_request("partial", 1.0), unsure) is unsure
-    assert s._lock_language(_request("final", 1.0), unsure) is unsure
-    assert s.language is None
 
 
 def test_start_message_accepts_auto_each() -> None:
@@ -142,7 +91,8 @@ def test_transcribe_detects_once_per_file(engine: Any) -> None:
 
 
 def test_cli_language_auto_each() -> None:
-    from streamcap.cli.common import _language, live_config
+    from streamcap.cli.live_options import live_config
+    from streamcap.cli.model_options import _language
 
     assert _language("auto-each") == "auto-each"
     cfg = live_config("auto-each")

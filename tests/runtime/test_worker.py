@@ -16,10 +16,17 @@ import pytest
 import torch
 
 from streamcap.audio import load_audio
-from streamcap.core.decode_types import DecodeResult, DecodeStats, DecodingOptions
+from streamcap.core.decode_types import (
+    DecodeResult,
+    DecodeStats,
+    DecodingOptions,
+    JobInputs,
+    PromptText,
+)
 from streamcap.runtime.clock import SimulatedClock
 from streamcap.runtime.engine import Encoded
-from streamcap.runtime.worker import DecodeJob, InferenceWorker, JobOutcome, encode_window
+from streamcap.runtime.jobs import DecodeJob, JobOutcome
+from streamcap.runtime.worker import InferenceWorker, encode_window
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SR = 16000
@@ -199,12 +206,9 @@ def test_prepare_runs_when_the_job_starts_and_errors_do_not_stop_the_worker() ->
     rec = Recorder()
     w = InferenceWorker(engine)  # type: ignore[arg-type]
     state = {"prompt": "old"}
-    seen: list[DecodingOptions] = []
 
-    def prepare() -> tuple[DecodingOptions, tuple[int, ...] | None]:
-        opts = DecodingOptions(prompt_ids=w.text_to_ids(state["prompt"]))
-        seen.append(opts)
-        return opts, (1, 2, 3)
+    def prepare() -> JobInputs:  # the prompt as text: the worker tokenizes it
+        return JobInputs(DecodingOptions(), PromptText("", state["prompt"]), (1, 2, 3))
 
     w.submit(job(rec, "a", "final", 1, 1.0))  # fails: 10 units
     j = job(rec, "a", "final", 2, 2.0)
@@ -214,7 +218,8 @@ def test_prepare_runs_when_the_job_starts_and_errors_do_not_stop_the_worker() ->
     w.run_pending()
     assert rec.outcomes[0].error is not None and rec.outcomes[0].result is None
     assert rec.outcomes[1].result is not None and rec.outcomes[1].hypothesis == (1, 2, 3)
-    assert seen[0].prompt_ids == tuple(ord(c) for c in "new")
+    options = rec.outcomes[1].options
+    assert options is not None and options.prompt_ids == tuple(ord(c) for c in "new")
     assert w.total_stats().errors == 1
 
 

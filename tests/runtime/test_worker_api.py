@@ -16,7 +16,7 @@ from serverkit import PUB, VIEW, Collector, FakeWorker, http_get, padded, recall
 from tiny_worker import TinyWorker
 
 from streamcap.core.capacity import CapacityConfig
-from streamcap.core.decode_types import DecodingOptions
+from streamcap.core.decode_types import DecodingOptions, JobInputs
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 from streamcap.runtime.worker_api import Worker
 from streamcap.server.config import ServerConfig
@@ -37,8 +37,8 @@ def test_every_backend_is_a_worker(engine: Any) -> None:
     for worker in (local, remote, TinyWorker(engine), FakeWorker()):
         assert isinstance(worker, Worker), type(worker)
     # what a backend without remote decoders says (the shared core's defaults)
-    assert (local.health(), local.usable(), local.remote_snapshot()) == ("ok", True, None)
-    assert remote.health().startswith("degraded") and remote.remote_snapshot() is not None
+    assert (local.health(), local.usable(), local.remote_status()) == ("ok", True, None)
+    assert remote.health().startswith("degraded") and remote.remote_status() is not None
     with pytest.raises(RuntimeError, match="cannot be stepped"):
         TinyWorker(engine).run_one()
 
@@ -58,10 +58,10 @@ def test_a_third_backend_keeps_the_queue_rules_and_the_thread_contract(
     def on_done(job: DecodeJob, outcome: JobOutcome) -> None:
         told.append((job.kind, job.window, outcome, threading.current_thread().name))
 
-    def held() -> tuple[DecodingOptions, None]:  # runs when the first final starts
+    def held() -> JobInputs:  # runs when the first final starts
         started.set()
         assert gate.wait(30)
-        return en, None
+        return JobInputs(en)
 
     worker = TinyWorker(engine, capacity=LENIENT).start()
     try:

@@ -33,17 +33,12 @@ from websockets.sync.client import connect
 
 from streamcap.core.captions import Caption
 from streamcap.server.client import ws_url
+from streamcap.server.client_text import parse_speaker
+from streamcap.server.close import CloseCode, ProtocolError
 from streamcap.server.config import ServerConfig
-from streamcap.server.protocol import (
-    CloseCode,
-    IngestState,
-    ProtocolError,
-    parse_control,
-    parse_speaker,
-    parse_start,
-    parse_ws_path,
-)
+from streamcap.server.protocol import IngestState, parse_control, parse_start
 from streamcap.server.record import Recorder
+from streamcap.server.request import parse_ws_path
 from streamcap.server.thread import ServerThread
 
 SURROGATE = "\\udfff"  # a JSON escape: json.loads makes it a lone surrogate
@@ -377,16 +372,16 @@ def test_subtitles_are_rendered_off_the_event_loop(
 ) -> None:
     import threading
 
-    import streamcap.server.subtitles as subtitles
+    from streamcap.server.subtitle_doc import SubtitleDoc
 
     threads: list[str] = []
-    real = subtitles.render_srt
+    real = SubtitleDoc.render
 
-    def spy(finals: Any) -> str:
+    def spy(cls: type[SubtitleDoc], *args: Any) -> SubtitleDoc:
         threads.append(threading.current_thread().name)
-        return str(real(finals))
+        return real(*args)
 
-    monkeypatch.setattr(subtitles, "render_srt", spy)
+    monkeypatch.setattr(SubtitleDoc, "render", classmethod(spy))
     _publish(srv, "render", 2)
     status, ctype, body = http_get(srv.url("/streams/render.srt"))
     assert status == 200 and "final 1" in body and ctype.startswith("application/x-subrip")

@@ -27,7 +27,8 @@ from serverkit import SR, Collector, FakeWorker, base, http_get
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from streamcap.core.captions import CaptionEvent, WordTiming
+from streamcap.core.captions import CaptionEvent
+from streamcap.core.decode_types import WordTiming
 from streamcap.server.client import publish, ws_url
 from streamcap.server.config import ServerConfig
 from streamcap.server.thread import ServerThread

@@ -9,23 +9,20 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
+from streamcap.server.close import CloseCode, ProtocolError
 from streamcap.server.protocol import (
     DEFAULT_BURST_S,
-    CloseCode,
     IngestPhase,
     IngestState,
-    ProtocolError,
     StartMessage,
     StopMessage,
-    check_token,
     decode_pcm,
     error_message,
-    extract_token,
     parse_control,
     parse_start,
-    parse_ws_path,
     ready_message,
 )
+from streamcap.server.request import check_token, extract_token, parse_ws_path
 
 START = '{"type":"start","sample_rate":16000,"format":"pcm_s16le","channels":1,"language":null}'
 
@@ -380,7 +377,7 @@ def test_ids_with_inner_dots_still_work_and_epoch_is_validated() -> None:
 
 
 def test_resume_cursor_rule() -> None:
-    from streamcap.server.protocol import resume_cursor
+    from streamcap.server.request import resume_cursor
 
     assert resume_cursor(5, None, "e1", 9) == 5  # same log, no epoch given: trusted
     assert resume_cursor(5, "e1", "e1", 9) == 5  # same log

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamcap.server.protocol import CloseCode
+from streamcap.server.close import CloseCode
 from streamcap.server.rooms import RoomClaims
 
 

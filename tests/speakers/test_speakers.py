@@ -325,9 +325,11 @@ def test_labeller_splits_a_final_where_the_voice_changes(speech, encoder) -> Non
 
 @pytest.mark.model
 def test_labeller_gives_each_voice_its_label_in_a_live_stream(speech, engine, encoder) -> None:  # type: ignore[no-untyped-def]
+    from streamcap.core.live_config import LiveConfig
     from streamcap.runtime.clock import SimulatedClock
     from streamcap.runtime.labeller import SpeakerLabeller
-    from streamcap.runtime.stream import LiveConfig, LiveStream, replay
+    from streamcap.runtime.replay import replay
+    from streamcap.runtime.stream import LiveStream
     from streamcap.runtime.worker import InferenceWorker
 
     audio, spans = two_voices(speech)
@@ -348,7 +350,15 @@ def test_labeller_gives_each_voice_its_label_in_a_live_stream(speech, engine, en
         by_voice[spans[int(np.argmax(overlap))][2]].add(c.speaker)
     assert by_voice["reader"] == {"Speaker 1"}, (by_voice, stage.records)
     assert by_voice["jfk"] == {"Speaker 2"}, (by_voice, stage.records)
-    assert all(c.speaker == "" for c in events if c.type == "partial")
+    # a partial is named only with its own voice's label, never before its voice has a label
+    # (issue 37; how many partials there are depends on the worker keeping up, so naming
+    # itself is tests/speakers/test_partial_names.py's)
+    label = {"reader": "Speaker 1", "jfk": "Speaker 2"}
+    for c in events:
+        if c.type == "partial" and c.speaker:
+            overlap = [min(c.end, b) - max(c.start, a) for a, b, _ in spans]
+            assert c.speaker == label[spans[int(np.argmax(overlap))][2]], (c, stage.partial_records)
+    assert all(c.speaker == "" for c in events if c.type == "partial" and c.end < spans[1][1])
     # one sequence, each segment's final after its partials, segments in order
     segs = [c.segment for c in finals]
     assert segs == sorted(segs) and len(set(segs)) == len(segs)

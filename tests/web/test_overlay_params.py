@@ -140,7 +140,7 @@ def test_unusable_server_and_missing_stream_say_so(server: ServerThread, browser
     # an http:// address of the server is its WebSocket address
     http = server.url("", websocket=False).rstrip("/")
     page.goto(server.url(f"/overlay?stream=p2&server={http}"))
-    expect(page.locator("#status")).to_contain_text("unknown stream 'p2'", timeout=10_000)
+    expect(page.locator("#status")).to_contain_text("waiting for stream 'p2'", timeout=10_000)
     assert sockets and sockets[0].startswith(server.url("", websocket=True).rstrip("/"))
 
 
@@ -152,7 +152,7 @@ def test_overlay_opened_before_its_stream_shows_its_captions(
     page = browser.new_page()
     page.goto(server.url("/overlay?stream=late&lines=3"))
     status = page.locator("#status")
-    expect(status).to_contain_text(re.compile(r"unknown stream 'late'.*retrying in \d+ s"),
+    expect(status).to_contain_text(re.compile(r"waiting for stream 'late'.*retrying in \d+ s"),
                                    timeout=10_000)  # fmt: skip
     page.wait_for_timeout(6_000)  # several refused attempts: the backoff must stay short
     audio = np.concatenate([np.zeros(8000, np.float32), speech["en_real_jfk"]])

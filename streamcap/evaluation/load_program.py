@@ -1,6 +1,6 @@
 """What each publisher of scripts/load_test.py sends, and what was said when.
 
-A sibling module of the load test, apart from its clients and its server: the long-form
+Apart from the load test's clients (`load_clients`) and its server (`load_server`): the long-form
 reference recording (default: the shared eval-dev meeting, with its reference segments;
 otherwise the clips of tests/data with pauses between them), cut for each publisher from its
 own offset and looped, or split by turns between the speakers of one room.
@@ -16,13 +16,11 @@ import numpy as np
 import soundfile as sf
 
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.evaluation import paths
 
-ROOT = Path(__file__).resolve().parent.parent
 SR = SAMPLE_RATE
-#: ../shared next to the repository (as the workplace lays it out), not a machine path.
-LONGFORM = (
-    Path(__file__).resolve().parent.parent.parent / "shared/eval-dev/longform/lf2_tts_meeting.json"
-)
+#: The default long-form reference: the shared dev set's four-speaker meeting (lf2).
+LONGFORM = paths.LONGFORM / "lf2_tts_meeting.json"
 
 
 def reference_audio(reference: Path, audio: str) -> Path:
@@ -38,7 +36,7 @@ def reference_audio(reference: Path, audio: str) -> Path:
     raise SystemExit(f"load_test: error: audio {audio!r} of {reference} not found")
 
 
-CLIPS = ROOT / "tests" / "data"
+CLIPS = paths.TEST_DATA
 
 
 @dataclass
@@ -57,6 +55,8 @@ class Program:
 
 
 def load_program(reference: Path | None) -> Program:
+    """The reference's audio and segments; none (or the default, absent): the English clips of
+    tests/data, 1.2 s apart, each one segment."""
     if reference is not None and not reference.exists() and reference != LONGFORM:
         raise SystemExit(f"load_test: error: no such reference {reference}")
     if reference is not None and reference.exists():

@@ -1,14 +1,15 @@
 """The server under test of scripts/load_test.py: started as a subprocess, and watched.
 
-A sibling module of the load test, apart from its clients: `serving` runs `streamcap serve` (of
+Apart from the load test's clients (`load_clients`): `serving` runs `streamcap serve` (of
 ``--server-root``, on a free loopback port, recording into a temporary folder) for the length of
 a run; `ProcStats` and `MachineCpu` read the server's and the machine's CPU from /proc, `scrape`
-and `cluster_report` its /metrics. Linux only (/proc).
+and `cluster_report` its /metrics, `Sampler` all of them every few seconds. Linux only (/proc).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import re
@@ -142,6 +143,52 @@ def bridge_pid(server_pid: int) -> int:
     return 0
 
 
+def server_command(args: argparse.Namespace, backend: str, address: str, port: int,
+                   record: Path) -> list[str]:  # fmt: skip
+    """`streamcap serve` as the load test runs it: sized for its streams and viewers,
+    recording into ``record``, on ``backend`` (Ray: the cluster at ``address``)."""
+    cmd = [
+        sys.executable, "-m", "streamcap.cli", "serve", "--model", args.model,
+        "--port", str(port), "--record", str(record),
+        "--max-streams", str(args.streams), "--max-viewers", str(args.streams * args.viewers),
+    ]  # fmt: skip
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    if backend == "ray":
+        cmd += ["--backend", "ray", "--ray-address", address,
+                "--replica-threads", str(args.replica_threads)]  # fmt: skip
+        if args.max_replicas:
+            cmd += ["--min-replicas", str(args.replicas), "--max-replicas",
+                    str(args.max_replicas)]  # fmt: skip
+        else:
+            cmd += ["--replicas", str(args.replicas)]
+    return cmd + args.server_arg
+
+
+def wait_ready(server: subprocess.Popen[Any], port: int, log_path: Path,
+               replicas: int | None) -> None:  # fmt: skip
+    """Until /healthz answers (and, with ``replicas``, says all of them run); exits when the
+    server dies first or is not ready after 400 s."""
+    deadline = time.monotonic() + 400
+    while True:
+        if server.poll() is not None:
+            print(log_path.read_text(), file=sys.stderr)
+            raise SystemExit("server exited before it was ready")
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit("server not ready after 400 s")
+        time.sleep(0.5)
+    if replicas is not None:  # the gateway serves once one replica runs: wait for all
+        want = f"ok (ray: {replicas}/{replicas} replicas)"
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz") as r:
+                if r.read().decode().strip() == want:
+                    break
+            time.sleep(0.5)
+
+
 @contextlib.contextmanager
 def serving(args: argparse.Namespace, backend: str, address: str) -> Iterator[tuple[int, Path]]:
     """The server, ready, for the block: its port and its --record folder (``args`` gets its
@@ -149,22 +196,7 @@ def serving(args: argparse.Namespace, backend: str, address: str) -> Iterator[tu
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="streamcap-load-") as tmp:
         record = Path(tmp)
-        cmd = [
-            sys.executable, "-m", "streamcap.cli", "serve", "--model", args.model,
-            "--port", str(port), "--record", str(record),
-            "--max-streams", str(args.streams), "--max-viewers", str(args.streams * args.viewers),
-        ]  # fmt: skip
-        if args.threads:
-            cmd += ["--threads", str(args.threads)]
-        if backend == "ray":
-            cmd += ["--backend", "ray", "--ray-address", address,
-                    "--replica-threads", str(args.replica_threads)]  # fmt: skip
-            if args.max_replicas:
-                cmd += ["--min-replicas", str(args.replicas), "--max-replicas",
-                        str(args.max_replicas)]  # fmt: skip
-            else:
-                cmd += ["--replicas", str(args.replicas)]
-        cmd += args.server_arg
+        cmd = server_command(args, backend, address, port, record)
         env = dict(os.environ, PYTHONPATH=str(args.server_root))
         log_path = record / "server.log"
         log_file = open(log_path, "w")  # noqa: SIM115 - closed below
@@ -172,24 +204,7 @@ def serving(args: argparse.Namespace, backend: str, address: str) -> Iterator[tu
             cmd, cwd=args.server_root, env=env, stderr=log_file, stdout=log_file
         )
         try:
-            deadline = time.monotonic() + 400
-            while True:
-                if server.poll() is not None:
-                    print(log_path.read_text(), file=sys.stderr)
-                    raise SystemExit("server exited before it was ready")
-                with contextlib.suppress(OSError):
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                    break
-                if time.monotonic() > deadline:
-                    raise SystemExit("server not ready after 400 s")
-                time.sleep(0.5)
-            if backend == "ray":  # the gateway serves once one replica runs: wait for all
-                want = f"ok (ray: {args.replicas}/{args.replicas} replicas)"
-                while time.monotonic() < deadline:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz") as r:
-                        if r.read().decode().strip() == want:
-                            break
-                    time.sleep(0.5)
+            wait_ready(server, port, log_path, args.replicas if backend == "ray" else None)
             args._server_pid = server.pid
             args._bridge_pid = bridge_pid(server.pid)
             args._backend = backend
@@ -201,3 +216,39 @@ def serving(args: argparse.Namespace, backend: str, address: str) -> Iterator[tu
             except subprocess.TimeoutExpired:
                 server.kill()
             log_file.close()
+
+
+class Sampler:
+    """The server's CPU and RSS, the machine's busy share and the server's /metrics gauges,
+    every ``every`` seconds (`run`) into `samples`; ``t_start``: the time of the first sample's
+    baseline."""
+
+    def __init__(self, pid: int, metrics_url: str, every: float) -> None:
+        self.proc = ProcStats(pid)
+        self.proc.sample()
+        self.machine = MachineCpu()
+        self.url = metrics_url
+        self.every = every
+        self.samples: list[dict[str, float]] = []
+        self.t_start = time.monotonic()
+
+    async def run(self) -> None:
+        nan = float("nan")
+        while True:
+            await asyncio.sleep(self.every)
+            cpu, rss = self.proc.sample()
+            m = await asyncio.to_thread(scrape, self.url)
+            self.samples.append(
+                {
+                    "t": round(time.monotonic() - self.t_start, 1),
+                    "cpu_pct": round(cpu, 1),
+                    "machine_busy_pct": round(self.machine.sample(), 1),
+                    "rss_mb": round(rss, 1),
+                    "queue_depth": m.get("streamcap_queue_depth", nan),
+                    "replicas_running": m.get("streamcap_replicas_running", nan),
+                    "viewers": m.get("streamcap_viewers", nan),
+                    "heap_in_use_mb": m.get('streamcap_heap_bytes{kind="in_use"}', nan) / 1e6,
+                    "heap_free_mb": m.get('streamcap_heap_bytes{kind="free"}', nan) / 1e6,
+                    "finals_in_memory": m.get("streamcap_finals_in_memory", nan),
+                }
+            )

@@ -2,9 +2,9 @@
 
 Its own module because more than the stream reads it: the command line and the server build a
 `LiveConfig` from their flags and start messages (`split_language` turns a language setting into
-the config's two fields) without needing the stream's threads, worker or audio. The stream
-(`runtime.stream`) applies it; the thresholds that lock a detected language are here, beside
-the field that says whether it is locked at all.
+the config's two fields) without needing the stream's threads, worker or audio. The stream's
+rules (`core.stream.StreamProtocol`) apply it; the thresholds that lock a detected language are
+here, beside the field that says whether it is locked at all.
 """
 
 from __future__ import annotations
@@ -12,8 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from streamcap.core.policy import PARTIAL_CONTEXT_MARGIN_S, PARTIAL_CONTEXT_MIN_S, PolicyConfig
+from streamcap.core.policy_config import (
+    PARTIAL_CONTEXT_MARGIN_S,
+    PARTIAL_CONTEXT_MIN_S,
+    PolicyConfig,
+)
 from streamcap.core.segmenter import SegmenterConfig
+
+__all__ = ["LiveConfig"]
 
 #: A partial locks the stream's language from its own detection only when its audio is at
 #: least this long and the language's probability at least `LANGUAGE_MIN_PROB`; otherwise the
