@@ -12,6 +12,9 @@ apt_pkgs=(libportaudio2 python3-venv)
 # xdotool + xvfb: `dictate --type` typed into a real X window (tests/cli/test_dictate_type.py); on a
 # desktop, `dictate --type` needs xdotool (X11) or wtype/ydotool (Wayland), not installed here
 [ $want_test = 1 ] && apt_pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins sox espeak-ng chromium xdotool xvfb)
+# obs-studio + ffmpeg: the real OBS streams captions to a local ffmpeg RTMP receiver
+# (tests/sinks/test_obs_real.py; 84 packages, about 140 MB installed, 26 s to install here)
+[ $want_test = 1 ] && apt_pkgs+=(obs-studio ffmpeg)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

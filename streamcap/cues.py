@@ -1,10 +1,11 @@
 """The cue policy of subtitle files: how a final becomes SRT/WebVTT cues.
 
-Lines of at most `CueStyle.width` characters, at most `CueStyle.lines` per cue, cuts at
-sentence ends (the one sentence rule, `core.text.ends_sentence`), each cut timed by the
-words; with `CueStyle.highlight`, a cue per word as openai-whisper's ``--highlight-words``
-writes them. Pure text and numbers: writing the files is `streamcap.formats`' job, with the
-`srt` and `webvtt-py` libraries.
+Lines of at most `CueStyle.width` characters (and `CueStyle.words` words), at most
+`CueStyle.lines` per cue, laid out by `streamcap.cue_layout` (whole words, the fewest lines,
+breaks at sentence ends where they cost no line), each cut timed by the words, no cue shorter
+than a millisecond; with `CueStyle.highlight`, a cue per word as openai-whisper's
+``--highlight-words`` writes them. Pure text and numbers: writing the files is
+`streamcap.formats`' job, with the `srt` and `webvtt-py` libraries.
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from streamcap.core.decode_types import WordTiming
-from streamcap.core.text import ends_sentence
+from streamcap.cue_layout import LINE_WIDTH, MAX_LINES, layout_cues
 
-#: Common subtitle guidance: ~42 characters per line, at most 2 lines on screen.
-LINE_WIDTH = 42
-MAX_LINES = 2
 #: A pause between two cues of one final shorter than this is closed (no blink off screen).
 CUE_GAP_S = 0.5
 #: The latest time written (31 years of audio): what a time beyond it is clamped to.
@@ -33,15 +31,17 @@ class CueStyle:
     ``--max-line-width`` (characters in a line before it breaks), `lines` is
     ``--max-line-count`` (lines in a cue before a new cue starts) and `highlight` is
     ``--highlight-words`` (each word underlined while it is said: one cue per word, as
-    whisper's ``SubtitlesWriter`` writes them)."""
+    whisper's ``SubtitlesWriter`` writes them); `words` is ``--max-words-per-line`` (None: as
+    many as fit the width)."""
 
     width: int = LINE_WIDTH
     lines: int = MAX_LINES
     highlight: bool = False
+    words: int | None = None
 
     def __post_init__(self) -> None:
-        if self.width < 1 or self.lines < 1:
-            raise ValueError(f"cue width and line count must be >= 1, got {self}")
+        if self.width < 1 or self.lines < 1 or (self.words is not None and self.words < 1):
+            raise ValueError(f"cue width, line and word counts must be >= 1, got {self}")
 
 
 #: The cue policy unless told otherwise.
@@ -57,113 +57,6 @@ def ms(seconds: float) -> int:
     return round(min(max(seconds, 0.0), MAX_TIME_S) * 1000)
 
 
-def wrap_text(text: str, width: int = LINE_WIDTH) -> list[str]:
-    """Greedy word wrap; a word longer than `width` is cut (a URL must not overflow the screen).
-
-    Linear in the text: a long word is cut by index, each piece sliced once (slicing off the
-    rest of the word per line was quadratic: a 2 MB word in a corrupt recording took 8 s)."""
-    lines: list[str] = []
-    line = ""
-    for word in text.split():
-        if len(word) > width:
-            if line:
-                lines.append(line)
-                line = ""
-            whole = (len(word) - 1) // width * width  # the last piece (1..width) goes on
-            lines.extend(word[i : i + width] for i in range(0, whole, width))
-            word = word[whole:]
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    if line:
-        lines.append(line)
-    return lines
-
-
-def _balance(lines: list[str]) -> list[str]:
-    """Re-split two lines at the word boundary that makes them most even (easier to read)."""
-    if len(lines) != 2:
-        return lines
-    words = " ".join(lines).split()
-    best = lines
-    best_len = max(len(x) for x in lines)
-    for i in range(1, len(words)):
-        a, b = " ".join(words[:i]), " ".join(words[i:])
-        if max(len(a), len(b)) < best_len:
-            best, best_len = [a, b], max(len(a), len(b))
-    return best
-
-
-def _even_groups(lines: list[str], width: int, max_lines: int) -> list[list[str]]:
-    """Group wrapped lines into cues, evening out cue lengths so no cue is a stray word."""
-    greedy = [lines[i : i + max_lines] for i in range(0, len(lines), max_lines)]
-    n = len(greedy)
-    if n < 2:
-        return greedy
-    words = " ".join(lines).split()
-    total = sum(len(w) + 1 for w in words)
-    chunks: list[list[str]] = [[]]
-    done = 0
-    for w in words:
-        if chunks[-1] and len(chunks) < n and done + (len(w) + 1) / 2 > total * len(chunks) / n:
-            chunks.append([])
-        chunks[-1].append(w)
-        done += len(w) + 1
-    even = [wrap_text(" ".join(c), width) for c in chunks]
-    if all(len(g) <= max_lines for g in even):
-        return even
-    return greedy
-
-
-def sentences(text: str) -> list[str]:
-    """`text` cut after each sentence end, whitespace normalised.
-
-    The sentence rule is the commit policy's (`core.text.ends_sentence`), with two cue-only
-    readings: a next word in lower case carries the sentence on (`"Yes!" e.g. this.` is one
-    line's worth), and "…" reads as "...".
-    """
-    words = text.split()
-    out: list[str] = []
-    current: list[str] = []
-    for i, word in enumerate(words):
-        current.append(word)
-        following = words[i + 1] if i + 1 < len(words) else None
-        if following is not None and following[:1].islower():
-            continue
-        if ends_sentence(word.replace("\u2026", "..."), following):
-            out.append(" ".join(current))
-            current = []
-    if current:
-        out.append(" ".join(current))
-    return out
-
-
-def _sentence_groups(text: str, width: int, max_lines: int) -> list[list[str]]:
-    """Cues that end where sentences end: whole sentences are packed into a cue while they fit;
-    a sentence too long for one cue is split evenly on its own, so no cue mixes the end of one
-    sentence with the start of the next unless both fit in it whole."""
-    groups: list[list[str]] = []
-    current = ""
-    for sentence in sentences(text):
-        joined = f"{current} {sentence}" if current else sentence
-        if len(wrap_text(joined, width)) <= max_lines:
-            current = joined
-            continue
-        if current:
-            groups.append(wrap_text(current, width))
-        lines = wrap_text(sentence, width)
-        if len(lines) <= max_lines:
-            current = sentence
-        else:
-            groups.extend(_even_groups(lines, width, max_lines))
-            current = ""
-    if current:
-        groups.append(wrap_text(current, width))
-    return groups
-
-
 def split_cues(
     text: str,
     start: float,
@@ -171,20 +64,21 @@ def split_cues(
     width: int = LINE_WIDTH,
     max_lines: int = MAX_LINES,
     words: Sequence[WordTiming] = (),
+    max_words: int | None = None,
 ) -> list[Cue]:
     """Cut one final into cues of at most `max_lines` lines, timed by its words if given, else
     in proportion to characters.
 
-    A final too long for one cue breaks at sentence ends first (as live finals do), then evenly
-    by characters within a sentence. With ``words`` (their times on the same clock as `start`,
-    their text that of the final), each cut lies where the words say: a cue ends with its last
-    word, the next starts with its first (a pause shorter than `CUE_GAP_S` is closed); the first
-    cue still starts at `start` and the last ends at `end`. Without them (or when they do not
-    spell the text), characters are the best proxy for when each part was said.
+    The lines are `layout_cues`': as full as the words allow, breaking at sentence ends where
+    that costs no line. With ``words`` (their times on the same clock as `start`, their text
+    that of the final), each cut lies where the words say: a cue ends with its last word, the
+    next starts with its first (a pause shorter than `CUE_GAP_S` is closed); the first cue
+    still starts at `start` and the last ends at `end`. Without them (or when they do not
+    spell the text), characters are the best proxy for when each part was said. No cue is
+    shorter than the files' millisecond (`_at_least_a_ms`).
     """
-    return [
-        (t0, t1, lines) for t0, t1, lines, _ in plan_cues(text, start, end, width, max_lines, words)
-    ]
+    planned = plan_cues(text, start, end, width, max_lines, words, max_words)
+    return [(t0, t1, lines) for t0, t1, lines, _ in planned]
 
 
 #: A planned cue: span, lines, and the word (index into the final's words) of each of its
@@ -193,13 +87,18 @@ PlannedCue = tuple[float, float, list[str], "list[int] | None"]
 
 
 def plan_cues(
-    text: str, start: float, end: float, width: int, max_lines: int, words: Sequence[WordTiming]
+    text: str,
+    start: float,
+    end: float,
+    width: int,
+    max_lines: int,
+    words: Sequence[WordTiming],
+    max_words: int | None = None,
 ) -> list[PlannedCue]:
-    lines = wrap_text(text, width)
-    if not lines:
+    groups = layout_cues(text, width, max_lines, max_words)
+    if not groups:
         return []
     end = max(end, start)
-    groups = [lines] if len(lines) <= max_lines else _sentence_groups(text, width, max_lines)
     owners = _owners(groups, words) if words else None
     if owners is not None and len(groups) > 1:
         timed = _word_cuts(owners, words, start, end)
@@ -212,10 +111,35 @@ def plan_cues(
             t0 = start + (end - start) * done / total
             done += size
             timed.append((t0, start + (end - start) * done / total))
+    timed = _at_least_a_ms(timed, start, end)
     return [
-        (t0, t1, _balance(g), owners[k] if owners is not None else None)
+        (t0, t1, g, owners[k] if owners is not None else None)
         for k, ((t0, t1), g) in enumerate(zip(timed, groups, strict=True))
     ]
+
+
+def _at_least_a_ms(
+    spans: list[tuple[float, float]], start: float, end: float
+) -> list[tuple[float, float]]:
+    """`spans` (in order) with none empty at the files' resolution: a cue that rounds to no
+    millisecond (words timed on top of each other, a final shorter than its cues: a player
+    drops such a cue, or a reader chokes on it) takes its millisecond from the time after it,
+    and the final's span grows by what it lacks. Spans that are fine are left as they are."""
+    bounds = [(ms(t0), ms(t1)) for t0, t1 in spans]
+    if all(a < b for a, b in bounds) and all(
+        b <= a for (_, b), (a, _) in zip(bounds, bounds[1:], strict=False)
+    ):
+        return spans
+    n = len(spans)
+    hi = max(ms(end), ms(start) + n)
+    out: list[tuple[float, float]] = []
+    prev = ms(start)
+    for k, (a, b) in enumerate(bounds):
+        a = min(max(a, prev), hi - (n - k))  # room for this cue and the ones after it
+        b = min(max(b, a + 1), hi - (n - k - 1))
+        out.append((a / 1000, b / 1000))
+        prev = b
+    return out
 
 
 def _owners(groups: list[list[str]], words: Sequence[WordTiming]) -> list[list[int]] | None:
@@ -269,7 +193,9 @@ def highlighted_cues(
     last = t0
     for k in dict.fromkeys(owners):
         w0 = min(max(words[k].start, last), t1)
-        w1 = min(max(words[k].end, w0), t1)
+        w1 = min(max(words[k].end, w0 + 0.001), t1)  # a word timed as no time gets a ms
+        if ms(w1) <= ms(w0):  # no time left in the cue: the word is not underlined
+            continue
         if ms(w0) > ms(last):
             out.append((last, w0, plain))
         out.append((w0, w1, _underline(lines, owners, k, escape)))

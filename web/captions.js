@@ -29,7 +29,7 @@ class CaptionModel {
   reset() {
     this.lastSeq = 0;
     this.epoch = ""; // the server log's identity: a seq means something only within it
-    this.finals = []; // {segment, text, speaker, times}
+    this.finals = []; // {segment, text, speaker, times, start, end}
     this.partials = new Map(); // speaker -> latest partial event not yet superseded by a final
     this.generation = (this.generation || 0) + 1; // bumps when the stream restarts
   }
@@ -58,7 +58,12 @@ class CaptionModel {
     const who = typeof ev.speaker === "string" ? ev.speaker : "";
     if (ev.type === "final") {
       const text = (ev.text || "").trim();
-      if (text) this.finals.push({ segment: ev.segment, text, speaker: who, times: wordTimes(text, ev.words) });
+      if (text) {
+        this.finals.push({
+          segment: ev.segment, text, speaker: who, times: wordTimes(text, ev.words), start: ev.start, end: ev.end,
+          label: labelOf(ev), // the voice label under a rename (`applyNames`)
+        });
+      }
       if (this.finals.length > this.maxFinals) this.finals.splice(0, this.finals.length - this.maxFinals);
       // the final replaces its segment's partial, and its speaker's older ones
       for (const [k, p] of this.partials) {
@@ -74,6 +79,30 @@ class CaptionModel {
       this.partials.set(who, ev);
     }
     return tag + "partial";
+  }
+
+  /** A stream's names map (the server's `names` message, label -> name, after a rename):
+   *  every caption held is shown with its label's name, or its label when the map has none.
+   *  Captions keep their label (a renamed one arrives with `label`; another's is its speaker).
+   *  Returns whether any name changed. */
+  applyNames(names) {
+    const map = names && typeof names === "object" ? names : {};
+    const show = (label) => (label && Object.prototype.hasOwnProperty.call(map, label) &&
+      typeof map[label] === "string" && map[label] ? withoutBidiControls(map[label]) : label);
+    let changed = false;
+    for (const f of this.finals) {
+      const name = show(f.label);
+      if (name !== f.speaker) { f.speaker = name; changed = true; }
+    }
+    const partials = new Map();
+    for (const p of [...this.partials.values()].sort((a, b) => a.seq - b.seq)) {
+      const label = labelOf(p);
+      const name = show(label);
+      if (name !== (p.speaker || "")) changed = true;
+      partials.set(name, { ...p, speaker: name, label });
+    }
+    this.partials = partials;
+    return changed;
   }
 
   /** The latest partial of anyone (null when none is open). */
@@ -116,6 +145,12 @@ class CaptionModel {
       return name + f.text;
     }).join(" ");
   }
+}
+
+/** A wire caption's voice label: `label` when the server renamed it, else its speaker. */
+function labelOf(ev) {
+  if (typeof ev.label === "string" && ev.label) return ev.label;
+  return typeof ev.speaker === "string" ? ev.speaker : "";
 }
 
 /** A final's word times as [start, until] per word of `text` (split at spaces, as the wire
@@ -175,9 +210,13 @@ class WordClock {
  *  (`retryMs`: when the next attempt starts, on a drop; `opened`: whether the connection that
  *  ended had opened at all: a server that never answered is not one that went away), and
  *  `onPresence(publishing)`: whether anyone publishes on the stream, from the server's status
- *  messages (asked for with `status=1`), on connect and whenever it changes. */
+ *  messages (asked for with `status=1`), on connect and whenever it changes (its second
+ *  argument, the whole message, also says when the stream's captions fall behind: `behind`,
+ *  `behind_s`, `partials`); `onNames(names,
+ *  changed)`: the stream's speakers were renamed (a `names` message, asked for with
+ *  `names=1`), already applied to `model` (`changed`: a caption it holds shows another name). */
 class CaptionConnection {
-  constructor({ server, stream, token, model, onEvent, onStatus, onPresence }) {
+  constructor({ server, stream, token, model, onEvent, onStatus, onPresence, onNames }) {
     this.server = server;
     this.stream = stream;
     this.token = token;
@@ -185,6 +224,7 @@ class CaptionConnection {
     this.onEvent = onEvent || (() => {});
     this.onStatus = onStatus || (() => {});
     this.onPresence = onPresence || (() => {});
+    this.onNames = onNames || (() => {});
     this.delay = 500;
     this.closed = false;
     this.ws = null;
@@ -199,6 +239,7 @@ class CaptionConnection {
     if (this.model.epoch) q.set("epoch", this.model.epoch);
     if (this.token) q.set("token", this.token);
     q.set("status", "1"); // say whether anyone publishes (a `status` message), not only captions
+    q.set("names", "1"); // and the names map when speakers are renamed (a `names` message)
     return `${this.server}/captions?${q}`;
   }
 
@@ -232,7 +273,11 @@ class CaptionConnection {
       this.notYet = false;
       this.delay = 500; // data flows: the next drop reconnects quickly again
       if (ev.type === "status") {
-        if (typeof ev.publishing === "boolean") this.onPresence(ev.publishing);
+        if (typeof ev.publishing === "boolean") this.onPresence(ev.publishing, ev);
+        return;
+      }
+      if (ev.type === "names") {
+        if (ev.names && typeof ev.names === "object") this.onNames(ev.names, this.model.applyNames(ev.names));
         return;
       }
       this.onEvent(ev);
@@ -344,21 +389,22 @@ class LineLayout {
     return this.base + this.frozen.length;
   }
 
-  /** All kept lines with the partials appended (`parts`: [[text, cls, color, who], ...]; cls
-   *  "break" ends the line; their words are marked `live`), and the absolute index of the first. */
+  /** All kept lines with the partials appended (`parts`: [[text, cls, color, who, times],
+   *  ...]; cls "break" ends the line; `times`, optional: [start, until] per word; their words
+   *  are marked `live`), and the absolute index of the first. */
   lines(parts) {
     const out = this.frozen.slice();
     const state = { line: this.open.slice(), width: this.openWidth };
-    for (const [text, cls, color, who] of parts || []) {
+    for (const [text, cls, color, who, times] of parts || []) {
       if (cls === "break") {
         if (state.line.length) out.push(state.line);
         state.line = [];
         state.width = 0;
         continue;
       }
-      for (const word of words(text, cls)) {
-        this._place(out, state, word, cls, color, who, true);
-      }
+      words(text, cls).forEach((word, i) => {
+        this._place(out, state, word, cls, color, who, true, times && times[i]);
+      });
     }
     if (state.line.length) out.push(state.line);
     return { lines: out, base: this.base };

@@ -69,7 +69,7 @@
     hold: [number(0, 3600), 6, "seconds the last caption stays after its speech; 0: forever"],
     names: [flag, "1", "0 hides speaker names"],
     colors: [flag, "1", "0: names in the text colour"],
-    highlight: [enumOf("off", "words"), "off", "words: highlight each word of a final as it was spoken"],
+    highlight: [enumOf("off", "words"), "off", "words: highlight the word being said"],
     highlight_color: [colour, "#ffd54f", "colour of the highlighted word"],
     server: [server, "", "caption server (default: the page's own)"],
     debug: [text, "", "any value: always show the connection state"],

@@ -1,5 +1,6 @@
 """Audio I/O at the pipeline's edge: files, microphone, raw PCM, resampling, the voice
-detectors' registry (`vad`).
+detectors' registry (`vad`); and a publisher's sources (`capture`): standard input and URLs
+(`stream_input`), what the computer plays (`monitor`).
 
 Everything returned here is mono float32 in [-1, 1] at 16 kHz unless a rate is asked for.
 
@@ -16,6 +17,14 @@ from typing import TYPE_CHECKING
 from streamcap._face import lazy_face
 
 if TYPE_CHECKING:  # what the names are, for type checkers; imported on first use at run time
+    from streamcap.audio.capture import CaptureBuffer as CaptureBuffer
+    from streamcap.audio.capture import Source as Source
+    from streamcap.audio.capture import capture_into as capture_into
+    from streamcap.audio.capture import open_file as open_file
+    from streamcap.audio.capture import open_mic as open_mic
+    from streamcap.audio.capture import open_monitor as open_monitor
+    from streamcap.audio.capture import open_stdin as open_stdin
+    from streamcap.audio.capture import open_url as open_url
     from streamcap.audio.errors import AudioError as AudioError
     from streamcap.audio.errors import DeviceNotFoundError as DeviceNotFoundError
     from streamcap.audio.errors import NoMicrophoneError as NoMicrophoneError
@@ -27,6 +36,10 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.audio.mic import MicSource as MicSource
     from streamcap.audio.mic import find_input_device as find_input_device
     from streamcap.audio.mic import list_input_devices as list_input_devices
+    from streamcap.audio.monitor import DEFAULT_MONITOR as DEFAULT_MONITOR
+    from streamcap.audio.monitor import MonitorSource as MonitorSource
+    from streamcap.audio.monitor import list_monitors as list_monitors
+    from streamcap.audio.monitor import monitor_name as monitor_name
     from streamcap.audio.pcm import SAMPLE_BYTES as SAMPLE_BYTES
     from streamcap.audio.pcm import PcmFormat as PcmFormat
     from streamcap.audio.pcm import float_to_pcm as float_to_pcm
@@ -34,6 +47,16 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.audio.resample import TARGET_RATE as TARGET_RATE
     from streamcap.audio.resample import StreamResampler as StreamResampler
     from streamcap.audio.resample import to_mono_float32 as to_mono_float32
+    from streamcap.audio.stream_input import LIVE_SCHEMES as LIVE_SCHEMES
+    from streamcap.audio.stream_input import RawPcm as RawPcm
+    from streamcap.audio.stream_input import av_chunks as av_chunks
+    from streamcap.audio.stream_input import ffmpeg_chunks as ffmpeg_chunks
+    from streamcap.audio.stream_input import is_live as is_live
+    from streamcap.audio.stream_input import is_url as is_url
+    from streamcap.audio.stream_input import open_container as open_container
+    from streamcap.audio.stream_input import raw_chunks as raw_chunks
+    from streamcap.audio.stream_input import spool_stdin as spool_stdin
+    from streamcap.audio.stream_input import url_for_messages as url_for_messages
     from streamcap.audio.vad import UnknownVad as UnknownVad
     from streamcap.audio.vad import VadFactory as VadFactory
     from streamcap.audio.vad import VadUnavailable as VadUnavailable
@@ -45,24 +68,46 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
+    "CaptureBuffer": "capture",
+    "Source": "capture",
+    "capture_into": "capture",
+    "open_file": "capture",
+    "open_mic": "capture",
+    "open_monitor": "capture",
+    "open_stdin": "capture",
+    "open_url": "capture",
     "AudioError": "errors",
     "DeviceNotFoundError": "errors",
     "NoMicrophoneError": "errors",
     "audio_duration": "file",
     "iter_audio_chunks": "file",
     "load_audio": "file",
-    "NO_MIC_MESSAGE": "mic",
     "InputDevice": "mic",
     "MicSource": "mic",
+    "NO_MIC_MESSAGE": "mic",
     "find_input_device": "mic",
     "list_input_devices": "mic",
-    "SAMPLE_BYTES": "pcm",
+    "DEFAULT_MONITOR": "monitor",
+    "MonitorSource": "monitor",
+    "list_monitors": "monitor",
+    "monitor_name": "monitor",
     "PcmFormat": "pcm",
+    "SAMPLE_BYTES": "pcm",
     "float_to_pcm": "pcm",
     "pcm_to_float": "pcm",
-    "TARGET_RATE": "resample",
     "StreamResampler": "resample",
+    "TARGET_RATE": "resample",
     "to_mono_float32": "resample",
+    "LIVE_SCHEMES": "stream_input",
+    "RawPcm": "stream_input",
+    "av_chunks": "stream_input",
+    "ffmpeg_chunks": "stream_input",
+    "is_live": "stream_input",
+    "is_url": "stream_input",
+    "open_container": "stream_input",
+    "raw_chunks": "stream_input",
+    "spool_stdin": "stream_input",
+    "url_for_messages": "stream_input",
     "UnknownVad": "vad",
     "VadFactory": "vad",
     "VadUnavailable": "vad",

@@ -1,4 +1,4 @@
-"""The `streamcap` command: ``transcribe | dictate | serve | demo | bench | models``.
+"""The `streamcap` command: ``transcribe | dictate | export | serve | demo | bench | models``.
 
 One parser (`streamcap.cli.parser`), a module per command, shared flag groups each with its
 frozen options dataclass (`model_options`, `live_options`, `outputs`, `cluster`) and one

@@ -28,6 +28,7 @@ from streamcap.cli.live_options import (
     add_guard_flags,
     add_live_flags,
     add_vad_flag,
+    enrolments_from_args,
     speaker_stage,
     speakers_from_args,
 )
@@ -95,6 +96,7 @@ class DictateCommand:
     task: TaskOptions = field(default_factory=TaskOptions)
     live: LiveOptions = field(default_factory=LiveOptions)
     speakers: str = SPEAKERS_OFF
+    enroll: tuple[tuple[str, str], ...] = ()  # --enroll NAME=FILE
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DictateCommand:
@@ -111,6 +113,7 @@ class DictateCommand:
             task=task,
             live=LiveOptions.from_args(args, task),
             speakers=speakers_from_args(args),
+            enroll=enrolments_from_args(args),
         )
 
 
@@ -153,7 +156,7 @@ def dictate(cmd: DictateCommand) -> int:
     stop = threading.Event()
     clock = RealClock()
     stream = LiveStream(
-        "mic", worker, captions.put, config, clock, speaker_stage(cmd.speakers, clock)
+        "mic", worker, captions.put, config, clock, speaker_stage(cmd.speakers, clock, cmd.enroll)
     )
     mic = MicSource(device.index, capture_rate=cmd.capture_rate, chunk_s=0.05)
     previous = _on_sigint(stop)

@@ -51,9 +51,11 @@ def ready_engine(model: ModelOptions, task: TaskOptions, config: LiveConfig) -> 
 
     from streamcap.core.constants import SAMPLE_RATE
     from streamcap.core.decode_types import DecodingOptions
+    from streamcap.runtime.engine import adapt_encoder_threads
     from streamcap.runtime.worker import encode_window
 
     engine = load_engine(model, task)
+    adapt_encoder_threads(engine)  # a live stream's encoder follows the machine's load
     clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
     opts = DecodingOptions(language=config.language if engine.multilingual else None)
     engine.decode(encode_window(engine, clip, None), opts)
@@ -143,11 +145,14 @@ def run_transcribe_live(
     model: ModelOptions,
     task: TaskOptions,
     speakers: str,
+    enroll: tuple[tuple[str, str], ...] = (),
+    name: str | None = None,
 ) -> int:
-    """Replay the file at `path`: print partials and finals with their times, write finals."""
+    """Replay the file at `path`: print partials and finals with their times, write finals
+    (named after `name`, the input as given, when `path` is a copy of standard input)."""
     from streamcap.audio import iter_audio_chunks
 
-    [targets] = plan_outputs([path], outputs.outputs, outputs.formats)
+    [targets] = plan_outputs([name or path], outputs.outputs, outputs.formats)
     style = cue_style_of(cues, [targets])
     config = options.live.config
     chunk_s = options.chunk_s
@@ -175,7 +180,7 @@ def run_transcribe_live(
             writers.write(cap)
             lines.show(cap, caption_head(cap, stream.now()))
 
-        stage = speaker_stage(speakers, clock)
+        stage = speaker_stage(speakers, clock, enroll)
         stream = LiveStream("file", worker, on_caption, config, clock, stage)
         wall0 = time.perf_counter()
         try:

@@ -9,6 +9,8 @@ the result (`LiveOptions`, `LiveConfig`, `GuardConfig`, a VAD name, a speakers m
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -117,18 +119,54 @@ def guard_from_args(args: argparse.Namespace) -> GuardConfig:
 
 
 def add_speakers_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
-    """--speakers, for every command that runs the live pipeline."""
+    """--speakers and --enroll, for every command that runs the live pipeline."""
     g.add_argument(
         "--speakers", choices=SPEAKERS, default=None,
         help="auto: label each final with the voice that spoke it (Speaker 1, Speaker 2, ...; "
         "one microphone, several people; transcribe: with or without --live); off (default): "
         "no labels",
     )  # fmt: skip
+    g.add_argument(
+        "--enroll", action="append", metavar="NAME=FILE",
+        help="with --speakers auto: a recording of NAME alone (5-30 s), so that NAME's first "
+        "caption carries the name instead of Speaker N (repeat for each person; default: none)",
+    )  # fmt: skip
 
 
 def speakers_from_args(args: argparse.Namespace) -> str:
     """The --speakers mode (not given: off)."""
     return str(args.speakers or SPEAKERS_OFF)
+
+
+def enrolments_from_args(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """--enroll's (name, file) pairs, checked: names as a room's publishers' are (the server's
+    rules: `server.client_text.parse_speaker`), distinct, none an automatic label ("Speaker
+    2"), and only with --speakers auto."""
+    from streamcap.core.speakers import SpeakerConfig
+    from streamcap.server.client_text import parse_speaker
+    from streamcap.server.close import ProtocolError
+
+    given = tuple(args.enroll or ())
+    if given and speakers_from_args(args) != "auto":
+        raise UsageError("--enroll names voices of --speakers auto: add --speakers auto")
+    out: list[tuple[str, str]] = []
+    for item in given:
+        raw, sep, path = item.partition("=")
+        if not sep or not raw.strip() or not path:
+            raise UsageError(f"--enroll {item!r}: use NAME=FILE (e.g. --enroll Mary=mary.wav)")
+        try:
+            name = parse_speaker(raw)
+        except ProtocolError as e:
+            raise UsageError(f"--enroll: {e.reason}") from None
+        if re.fullmatch(r"Speaker \d+", name):
+            raise UsageError(f"--enroll {name!r}: that is an automatic label; give a name")
+        if name in (n for n, _ in out):
+            raise UsageError(f"--enroll {name!r} given twice")
+        out.append((name, path))
+    most = SpeakerConfig().max_speakers - 1  # room for one voice nobody enrolled, at least
+    if len(out) > most:
+        raise UsageError(f"--enroll: at most {most} voices ({len(out)} given)")
+    return tuple(out)
 
 
 def add_vad_flag(g: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
@@ -175,24 +213,37 @@ def add_live_flags(g: argparse._ArgumentGroup) -> None:
 # --------------------------------------------------------------------------- voices
 
 
-def speaker_labels(speakers: str) -> Any:
+def speaker_labels(speakers: str, enrol: Sequence[tuple[str, str]] = ()) -> Any:
     """For `transcribe --speakers auto` (offline): ``path -> FileLabeller`` (a fresh meeting
     per file, one shared voice encoder, loaded now so that missing weights are one line
-    before the model loads), else None."""
+    before the model loads, and the ``--enroll`` voices it knows from the start), else None."""
     if speakers != "auto":
         return None
     from streamcap.runtime.labeller import FileLabeller, SpeakerLabeller
     from streamcap.speakers.voice_encoder import shared_encoder
 
     encoder = shared_encoder()
-    return lambda path: FileLabeller(path, SpeakerLabeller(encoder))
+    voices = enrolled_voices(enrol, encoder)
+    return lambda path: FileLabeller(path, SpeakerLabeller(encoder, voices=voices))
 
 
-def speaker_stage(speakers: str, clock: Any = None) -> Any:
-    """The voice-label stage for --speakers auto (a `SpeakerLabeller`), else None. Missing
-    weights are one line (`VoiceEncoderMissing`, a UserError)."""
+def speaker_stage(speakers: str, clock: Any = None, enrol: Sequence[tuple[str, str]] = ()) -> Any:
+    """The voice-label stage for --speakers auto (a `SpeakerLabeller` that knows the
+    ``--enroll`` voices), else None. Missing weights are one line (a UserError)."""
     if speakers != "auto":
         return None
     from streamcap.runtime.labeller import SpeakerLabeller
+    from streamcap.speakers.registry import default_model, encoder_for
 
-    return SpeakerLabeller(clock=clock)
+    encoder = encoder_for(default_model())  # the one `SpeakerLabeller` takes by default
+    return SpeakerLabeller(encoder, clock=clock, voices=enrolled_voices(enrol, encoder))
+
+
+def enrolled_voices(enrol: Sequence[tuple[str, str]], encoder: Any) -> tuple[Any, ...]:
+    """The ``--enroll`` samples read and embedded by ``encoder`` (`runtime.enrol`); a file
+    that cannot name a voice is one line (`AudioError`, `EnrolmentError`)."""
+    if not enrol:
+        return ()
+    from streamcap.runtime.enrol import embed_voices, load_sample
+
+    return embed_voices([load_sample(name, path) for name, path in enrol], encoder)

@@ -58,10 +58,13 @@ class CueOptions:
     max_line_width: int | None = None
     max_line_count: int | None = None
     highlight_words: bool = False
+    max_words_per_line: int | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CueOptions:
-        return cls(args.max_line_width, args.max_line_count, args.highlight_words)
+        return cls(
+            args.max_line_width, args.max_line_count, args.highlight_words, args.max_words_per_line
+        )
 
     def given(self) -> list[str]:
         """The flags given, as written on the command line."""
@@ -69,6 +72,7 @@ class CueOptions:
             ("--max-line-width", self.max_line_width is not None),
             ("--max-line-count", self.max_line_count is not None),
             ("--highlight-words", self.highlight_words),
+            ("--max-words-per-line", self.max_words_per_line is not None),
         )
         return [flag for flag, given in flags if given]
 
@@ -78,6 +82,7 @@ class CueOptions:
             width=self.max_line_width or d.width,
             lines=self.max_line_count or d.lines,
             highlight=self.highlight_words,
+            words=self.max_words_per_line,
         )
 
 
@@ -133,6 +138,12 @@ def add_cue_flags(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         metavar="N",
         help=f"the most lines in a cue before a new cue starts (default: {DEFAULT_CUES.lines})",
+    )
+    g.add_argument(
+        "--max-words-per-line",
+        type=positive_int,
+        metavar="N",
+        help="the most words in a line (default: as many as fit the width)",
     )
     g.add_argument(
         "--highlight-words",
@@ -312,12 +323,15 @@ class Writers:
         *,
         include_partials: bool = False,
         style: CueStyle = DEFAULT_CUES,
+        title: str = "",
     ) -> None:
         self.paths = list(paths)
         self._writers: list[CaptionWriter] = []
         try:
-            for p in self.paths:
-                self._writers.append(open_writer(p, include_partials=include_partials, style=style))
+            for p in self.paths:  # `title`: the heading of .md minutes (the input's name)
+                self._writers.append(
+                    open_writer(p, include_partials=include_partials, style=style, title=title)
+                )
         except OSError as e:
             self.close()
             raise UserError(f"cannot write {e.filename or p}: {e.strerror or e}") from None

@@ -26,7 +26,9 @@ _NOT_CONFIG = frozenset({"help", "config", "print_config", "verbose"})
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("transcribe", "transcribe", "audio or video files to text and subtitles (--live: live)"),
     ("dictate", "dictate", "live captions from the microphone (--type: into any window)"),
+    ("export", "export", "a recording of serve --record as minutes, text or subtitles"),
     ("serve", "serve", "caption server: WebSocket ingest and broadcast, browser overlay"),
+    ("publish", "publish", "a microphone, what the computer plays, a file or a URL into a server"),
     ("replicas", "replicas", "start, show or stop inference replicas on a Ray cluster"),
     ("demo", "demo", "start the server and caption a bundled speech sample into it"),
     ("bench", "bench", "benchmark plain greedy vs speculative decoding"),

@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.common import say
 from streamcap.cli.live_options import (
@@ -32,6 +32,7 @@ from streamcap.cli.serve_setup import (
     config_notes_from_args,
     startup_lines,
 )
+from streamcap.cli.sink_options import add_sink_flags
 
 if TYPE_CHECKING:
     from streamcap.cli.cluster import ClusterOptions
@@ -211,6 +212,7 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     add_partial_interval(captions)
     add_speakers_flag(captions)
     add_vad_flag(captions)
+    add_sink_flags(p)
 
 
 def start_worker(
@@ -233,20 +235,27 @@ def start_worker(
     return worker
 
 
-def _load_voices(speakers: str) -> None:
+def _load_voices(speakers: str, enroll: tuple[tuple[str, str], ...] = ()) -> tuple[Any, ...]:
     """With --speakers auto, load the voice encoder now, not on the event loop at the first
-    stream (missing weights: one line at start)."""
-    if speakers == "auto":
-        from streamcap.speakers.voice_encoder import shared_encoder
+    stream (missing weights: one line at start), and embed the ``--enroll`` samples with the
+    encoder the streams' labellers use (`runtime.enrol.EnrolledVoice`s, for every stream)."""
+    if speakers != "auto":
+        return ()
+    from streamcap.cli.live_options import enrolled_voices
+    from streamcap.speakers.registry import default_model, encoder_for
+    from streamcap.speakers.voice_encoder import shared_encoder
 
-        shared_encoder()
+    shared_encoder()
+    return enrolled_voices(enroll, encoder_for(default_model()))
 
 
 def _server_logging() -> None:
-    """The server's own INFO lines (stream start/stop, refusals; rate-limited) on stderr."""
-    logger = logging.getLogger("streamcap.server")
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
+    """The server's own INFO lines (stream start/stop, refusals; rate-limited) on stderr, and
+    the caption sinks' (OBS connected, OBS not streaming)."""
+    for name in ("streamcap.server", "streamcap.sinks"):
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() > logging.INFO:
+            logger.setLevel(logging.INFO)
 
 
 async def run_until_signal(
@@ -296,11 +305,11 @@ def serve(cmd: ServeCommand) -> int:
                 "add --tls-cert/--tls-key for the mic page from other machines"
             )
     _server_logging()
+    voices = _load_voices(cmd.speakers, cmd.enroll)  # a bad --enroll file: before the model
     worker = start_worker(cmd.model, cmd.task, cmd.capacity, cmd.cluster)
 
     async def main() -> None:
-        _load_voices(cmd.speakers)
-        server = CaptionServer(config, worker, live=cmd.live, speakers=cmd.speakers)
+        server = CaptionServer(config, worker, live=cmd.live, speakers=cmd.speakers, voices=voices)
         await server.start()
 
         def ready() -> None:

@@ -24,12 +24,14 @@ from streamcap.cli.cluster import ClusterOptions
 from streamcap.cli.common import UsageError
 from streamcap.cli.live_options import (
     SPEAKERS_OFF,
+    enrolments_from_args,
     guard_from_args,
     live_config,
     speakers_from_args,
     vad_from_args,
 )
 from streamcap.cli.model_options import ModelOptions, TaskOptions
+from streamcap.cli.sink_options import sinks_from_args
 from streamcap.core.capacity import CapacityConfig
 from streamcap.core.live_config import LiveConfig
 from streamcap.errors import UserError
@@ -62,6 +64,7 @@ class ServeCommand:
     task: TaskOptions = field(default_factory=TaskOptions)
     live: LiveConfig = field(default_factory=LiveConfig)
     speakers: str = SPEAKERS_OFF
+    enroll: tuple[tuple[str, str], ...] = ()  # --enroll NAME=FILE
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
     capacity: CapacityConfig = field(default_factory=CapacityConfig)
     show_tokens: bool = False  # --show-tokens: in the startup URLs even off a terminal
@@ -85,6 +88,7 @@ class ServeCommand:
             task=task,
             live=live,
             speakers=speakers_from_args(args),
+            enroll=enrolments_from_args(args),
             cluster=cluster,
             capacity=CapacityConfig(max_finals_load=args.max_load),
             show_tokens=args.show_tokens,
@@ -155,6 +159,7 @@ def server_config_from_args(args: argparse.Namespace, *, demo: bool = False) -> 
             tls_key=args.tls_key,
             web_dir=args.web_dir,
             default_language=args.language,
+            sinks=sinks_from_args(args),
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -177,6 +182,10 @@ def config_notes_from_args(args: argparse.Namespace) -> list[str]:
         f"# {dest.replace('_', '-')}: from ${var} (not written here: it stays in the environment)"
         for dest, var in TOKEN_ENV.items()
         if given[dest] is None and os.environ.get(var)
+    ] + [
+        f"# {kind}:{stream}: its caption URL from the environment (not written here)"
+        for kind, streams in (("youtube", args.youtube), ("zoom", args.zoom))
+        for stream in streams or []
     ]
 
 
@@ -280,6 +289,7 @@ def startup_lines(server: CaptionServer, show_tokens: bool = True) -> list[str]:
         f"streamcap serving on {server.url('/')}",
         f"  mic page   {links.mic}",
         f"  overlay    {links.overlay}",
+        f"  transcript {links.transcript}",
         f"  ingest     {server.url('/ingest', websocket=True)}?{q(stream='ID')}"
         + ("  (publish token required)" if pub else ""),
         f"  captions   {server.url('/captions', websocket=True)}?{q(stream='ID', since='0')}"
@@ -287,6 +297,8 @@ def startup_lines(server: CaptionServer, show_tokens: bool = True) -> list[str]:
         f"  metrics    {server.url('/metrics')}"
         + ("  (metrics token required)" if cfg.metrics_token else ""),
     ]
+    if cfg.sinks:  # their names only: a sink's URL is a secret
+        lines.insert(-1, f"  sinks      {', '.join(s.label for s in cfg.sinks)}")
     if (pub or view) and not show_tokens:
         lines.append(
             f"  (tokens shown as {HIDDEN}: stderr is not a terminal, and it may be a log; "

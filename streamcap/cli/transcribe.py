@@ -1,7 +1,7 @@
 """`streamcap transcribe FILE...`: files to text and caption files, as the decoder goes.
 
 Each final is printed and appended to the output files the moment its utterance is decoded,
-so a long file shows progress in its text, and Ctrl-C leaves valid SRT / VTT / JSONL / TXT
+so a long file shows progress in its text, and Ctrl-C leaves valid SRT / VTT / JSONL / TXT / MD
 files with everything so far (openai-whisper's JSON too: rewritten from its last segment on).
 Finals carry their words' times (JSONL and JSON ``words``; SRT / VTT cut long finals where the
 words are, and ``--highlight-words`` underlines each as it is said), unless
@@ -24,6 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streamcap.cli.common import UsageError, say
+from streamcap.cli.input_options import (
+    add_raw_flags,
+    check_stdin_once,
+    input_name,
+    raw_from_args,
+    stdin_spooled,
+)
 from streamcap.cli.live import CLOCKS, DEFAULT_CHUNK_S, DEFAULT_CLOCK, ReplayOptions
 from streamcap.cli.live_options import (
     SPEAKERS_OFF,
@@ -31,6 +38,7 @@ from streamcap.cli.live_options import (
     add_guard_flags,
     add_live_flags,
     add_vad_flag,
+    enrolments_from_args,
     guard_from_args,
     speaker_labels,
     speakers_from_args,
@@ -53,6 +61,7 @@ from streamcap.cli.outputs import (
     cue_style_of,
     plan_outputs,
 )
+from streamcap.cli.whisper_flags import HELP_LINE, add_whisper_aliases
 from streamcap.core.safe_text import printable
 from streamcap.core.segmenter import SegmenterConfig
 from streamcap.core.text import GuardConfig
@@ -60,8 +69,10 @@ from streamcap.formats.base import Decoded
 from streamcap.formats.registry import file_formats, format_of
 
 if TYPE_CHECKING:
+    from streamcap.audio.stream_input import RawPcm
     from streamcap.core.captions import Caption
     from streamcap.core.decode_types import DecodeResult
+    from streamcap.cues import CueStyle
     from streamcap.runtime.engine_api import InferenceEngine
     from streamcap.runtime.transcribe import TranscribeOptions
 
@@ -86,6 +97,8 @@ class TranscribeCommand:
     guard: GuardConfig = field(default_factory=GuardConfig)
     segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
     speakers: str = SPEAKERS_OFF
+    enroll: tuple[tuple[str, str], ...] = ()  # --enroll NAME=FILE
+    raw: RawPcm | None = None  # standard input (-) is raw PCM of this layout
     replay: ReplayOptions | None = None
     verbose: bool = False
 
@@ -110,6 +123,8 @@ class TranscribeCommand:
         }
         replay = None
         task = TaskOptions.from_args(args)
+        check_stdin_once(args.files)
+        raw = raw_from_args(args, args.files, "--input-format")
         if args.live:
             given = [flag for flag, on in offline_only.items() if on]
             if given:
@@ -137,6 +152,8 @@ class TranscribeCommand:
             guard=guard_from_args(args),
             segmenter=SegmenterConfig(vad=vad_from_args(args)),
             speakers=speakers_from_args(args),
+            enroll=enrolments_from_args(args),
+            raw=raw,
             replay=replay,
             verbose=args.verbose,
         )
@@ -147,10 +164,13 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
         "files",
         nargs="+",
         metavar="FILE",
-        help="audio or video files (wav, flac, mp3, m4a, mp4, ...)",
+        help="audio or video files (wav, flac, mp3, m4a, mp4, ...); - reads standard input "
+        "(any container, or raw PCM with --rate)",
     )
     add_output_flags(p, formats=file_formats())
     add_cue_flags(p)
+    add_whisper_aliases(p)
+    p.epilog = HELP_LINE
     p.add_argument("--timestamps", action="store_true", help="prefix each line with its times")
     p.add_argument(
         "--condition-on-previous",
@@ -166,6 +186,7 @@ def add_arguments(p: argparse.ArgumentParser, command: str) -> None:
     add_model_flags(p)
     add_guard_flags(p)
     add_vad_flag(p)
+    add_raw_flags(p.add_argument_group("standard input (-)"), "--input-format")
     g = p.add_argument_group("live pipeline (with --live)")
     g.add_argument(
         "--live",
@@ -206,20 +227,41 @@ def run(args: argparse.Namespace) -> int:
 
 
 def transcribe(cmd: TranscribeCommand) -> int:
+    """`-` (standard input) is copied whole to a temporary file first (`stdin_spooled`)."""
+    names = [input_name(f) for f in cmd.files]
     if cmd.replay is not None:
         from streamcap.cli.live import run_transcribe_live
 
-        return run_transcribe_live(
-            cmd.files[0], cmd.replay, cmd.outputs, cmd.cues, cmd.model, cmd.task, cmd.speakers
-        )
-    plan = plan_outputs(
-        cmd.files, cmd.outputs.outputs, cmd.outputs.formats, available=file_formats()
-    )
+        with stdin_spooled(cmd.files, cmd.raw) as files:
+            return run_transcribe_live(
+                files[0],
+                cmd.replay,
+                cmd.outputs,
+                cmd.cues,
+                cmd.model,
+                cmd.task,
+                cmd.speakers,
+                cmd.enroll,
+                name=names[0],
+            )
+    plan = plan_outputs(names, cmd.outputs.outputs, cmd.outputs.formats, available=file_formats())
     style = cue_style_of(cmd.cues, plan)
-    durations = [probe(f) for f in cmd.files]
+    with stdin_spooled(cmd.files, cmd.raw) as files:
+        return _transcribe_files(cmd, files, names, plan, style)
+
+
+def _transcribe_files(
+    cmd: TranscribeCommand,
+    files: list[str],
+    names: list[str],
+    plan: list[list[Path]],
+    style: CueStyle,
+) -> int:
+    durations = [probe(f) for f in files]
     from streamcap.runtime.transcribe import TranscribeOptions  # torch: after the checks
 
-    speakers = speaker_labels(cmd.speakers)  # missing voice weights: one line, before the load
+    # missing voice weights, an --enroll file that names no voice: one line, before the load
+    speakers = speaker_labels(cmd.speakers, cmd.enroll)
     engine = load_engine(cmd.model, cmd.task)
     opts = TranscribeOptions(
         decoding=decoding_options(engine, cmd.task),
@@ -230,13 +272,14 @@ def transcribe(cmd: TranscribeCommand) -> int:
         word_timestamps=cmd.word_timestamps,
         segmenter=cmd.segmenter,
     )
-    several = len(cmd.files) > 1
-    for i, (path, outputs, duration) in enumerate(zip(cmd.files, plan, durations, strict=True)):
+    several = len(files) > 1
+    for i, (path, outputs, duration) in enumerate(zip(files, plan, durations, strict=True)):
+        name = names[i]
         if several:  # a header per file, as `head` prints them
             gap = "\n" if i else ""
-            print(f"{gap}==> {printable(path)} <==", flush=True)
-        writers = Writers(outputs, style=style)
-        status = _transcribe_one(engine, path, writers, duration, opts, cmd, speakers)
+            print(f"{gap}==> {printable(name)} <==", flush=True)
+        writers = Writers(outputs, style=style, title=Path(name).name)
+        status = _transcribe_one(engine, path, writers, duration, opts, cmd, speakers, name)
         if status:
             return status
     return 0
@@ -250,13 +293,16 @@ def _transcribe_one(
     opts: TranscribeOptions,
     cmd: TranscribeCommand,
     speakers: Callable[[str], Any] | None = None,
+    name: str = "",
 ) -> int:
     from streamcap.runtime.transcribe import Transcription
+
+    name = name or path  # the input as given (the copy of standard input is `path`)
 
     count = 0
     interrupted = False
     whisper_json = any(format_of(p) == "json" for p in writers.paths)
-    with writers, _progress(Path(path).name, duration) as progress, _ctrl_c() as stop:
+    with writers, _progress(Path(name).name, duration) as progress, _ctrl_c() as stop:
         job = Transcription(engine, path, opts, on_progress=progress)
         labels = speakers(path) if speakers is not None else None  # one meeting per file
         try:
@@ -279,12 +325,12 @@ def _transcribe_one(
     if interrupted:  # the files are closed, each valid with every caption so far
         files = ", ".join(printable(str(p)) for p in writers.paths)
         kept = f"; {files} keep them" if writers.paths else ""
-        say(f"\n{PROG}: interrupted after {count} caption(s) of {printable(path)}{kept}")
+        say(f"\n{PROG}: interrupted after {count} caption(s) of {printable(name)}{kept}")
         return 130
     dropped = ", ".join(f"{n} {reason}" for reason, n in sorted(job.drops.items()))
     if not count:
         why = f" ({dropped} dropped by the hallucination guard)" if dropped else ""
-        say(f"{PROG}: no speech found in {printable(path)}{why}")
+        say(f"{PROG}: no speech found in {printable(name)}{why}")
     if cmd.verbose:
         say(f"stats: {job.stats.as_dict()}")
         if dropped:

@@ -23,6 +23,13 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.core.captions import Caption as Caption
     from streamcap.core.captions import CaptionEvent as CaptionEvent
     from streamcap.core.captions import CaptionLog as CaptionLog
+    from streamcap.core.cea608 import CHARSET as CHARSET
+    from streamcap.core.cea608 import ROW_CHARS as ROW_CHARS
+    from streamcap.core.cea608 import RollUp608 as RollUp608
+    from streamcap.core.cea608 import RollUpConfig as RollUpConfig
+    from streamcap.core.cea608 import screen_pairs as screen_pairs
+    from streamcap.core.cea608 import splits_end_of_caption as splits_end_of_caption
+    from streamcap.core.cea608 import to_608 as to_608
     from streamcap.core.constants import SAMPLE_RATE as SAMPLE_RATE
     from streamcap.core.crosstalk import CrossTalk as CrossTalk
     from streamcap.core.crosstalk import CrossTalkConfig as CrossTalkConfig
@@ -37,11 +44,23 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.core.decode_types import PromptText as PromptText
     from streamcap.core.decode_types import WordTiming as WordTiming
     from streamcap.core.live_config import LiveConfig as LiveConfig
+    from streamcap.core.load_shed import LoadShedConfig as LoadShedConfig
+    from streamcap.core.load_shed import LoadShedder as LoadShedder
+    from streamcap.core.load_shed import Pace as Pace
+    from streamcap.core.load_shed import PaceEvent as PaceEvent
+    from streamcap.core.load_shed import behind_s as behind_s
+    from streamcap.core.pacing import Backoff as Backoff
+    from streamcap.core.pacing import CloseVerdict as CloseVerdict
+    from streamcap.core.pacing import SendPacer as SendPacer
+    from streamcap.core.pacing import after_close as after_close
     from streamcap.core.policy import CaptionPolicy as CaptionPolicy
     from streamcap.core.policy_config import PolicyConfig as PolicyConfig
     from streamcap.core.policy_window import DecodeRequest as DecodeRequest
     from streamcap.core.policy_window import DroppedFinal as DroppedFinal
     from streamcap.core.policy_window import Step as Step
+    from streamcap.core.resume import ResumeBuffer as ResumeBuffer
+    from streamcap.core.resume import Session as Session
+    from streamcap.core.resume import resume_position as resume_position
     from streamcap.core.segmenter import Segmenter as Segmenter
     from streamcap.core.segmenter import SegmenterConfig as SegmenterConfig
     from streamcap.core.segmenter import SpeechAudio as SpeechAudio
@@ -50,11 +69,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.core.segmenter import Utterance as Utterance
     from streamcap.core.segmenter import VadFn as VadFn
     from streamcap.core.segmenter import segment_audio as segment_audio
+    from streamcap.core.speaker_partials import name_partial as name_partial
     from streamcap.core.speakers import MODEL_THRESHOLDS as MODEL_THRESHOLDS
     from streamcap.core.speakers import SpeakerConfig as SpeakerConfig
     from streamcap.core.speakers import SpeakerTracker as SpeakerTracker
     from streamcap.core.speakers import config_for as config_for
-    from streamcap.core.speakers import name_partial as name_partial
     from streamcap.core.stream import DecodeOrder as DecodeOrder
     from streamcap.core.stream import StreamEnded as StreamEnded
     from streamcap.core.stream import StreamOutput as StreamOutput
@@ -69,6 +88,13 @@ _EXPORTS = {
     "Caption": "captions",
     "CaptionEvent": "captions",
     "CaptionLog": "captions",
+    "CHARSET": "cea608",
+    "ROW_CHARS": "cea608",
+    "RollUp608": "cea608",
+    "RollUpConfig": "cea608",
+    "screen_pairs": "cea608",
+    "splits_end_of_caption": "cea608",
+    "to_608": "cea608",
     "SAMPLE_RATE": "constants",
     "CrossTalk": "crosstalk",
     "CrossTalkConfig": "crosstalk",
@@ -83,11 +109,23 @@ _EXPORTS = {
     "PromptText": "decode_types",
     "WordTiming": "decode_types",
     "LiveConfig": "live_config",
+    "LoadShedConfig": "load_shed",
+    "LoadShedder": "load_shed",
+    "Pace": "load_shed",
+    "PaceEvent": "load_shed",
+    "behind_s": "load_shed",
+    "Backoff": "pacing",
+    "CloseVerdict": "pacing",
+    "SendPacer": "pacing",
+    "after_close": "pacing",
     "CaptionPolicy": "policy",
     "PolicyConfig": "policy_config",
     "DecodeRequest": "policy_window",
     "DroppedFinal": "policy_window",
     "Step": "policy_window",
+    "ResumeBuffer": "resume",
+    "Session": "resume",
+    "resume_position": "resume",
     "Segmenter": "segmenter",
     "SegmenterConfig": "segmenter",
     "SpeechAudio": "segmenter",
@@ -96,15 +134,15 @@ _EXPORTS = {
     "Utterance": "segmenter",
     "VadFn": "segmenter",
     "segment_audio": "segmenter",
+    "name_partial": "speaker_partials",
     "MODEL_THRESHOLDS": "speakers",
     "SpeakerConfig": "speakers",
     "SpeakerTracker": "speakers",
     "config_for": "speakers",
-    "name_partial": "speakers",
     "DecodeOrder": "stream",
+    "StreamEnded": "stream",
     "StreamOutput": "stream",
     "StreamProtocol": "stream",
-    "StreamEnded": "stream",
     "GuardConfig": "text",
 }
 

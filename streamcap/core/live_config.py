@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from streamcap.core.load_shed import LoadShedConfig
 from streamcap.core.policy_config import (
     PARTIAL_CONTEXT_MARGIN_S,
     PARTIAL_CONTEXT_MIN_S,
@@ -73,6 +74,8 @@ class LiveConfig:
       a joined window often stops after its first sentence and the final it cut short is
       decoded again alone; the finals the joined decode completed are told before that second
       decode (the first no longer waits for both), yet p95 rose on that file.
+    - load_shed: when the stream falls behind (a machine that cannot keep up), its partials
+      are thinned, then paused, until it catches up (`core.load_shed`); finals never are.
     - word_timestamps: time the words of the decodes the policy asks for (`Engine.align`: one
       more decoder pass, 5-9 % of a final's cost): every final, and the partials that may
       commit words (the policy cuts the window at their end).
@@ -90,6 +93,7 @@ class LiveConfig:
     early_finals: Literal["auto", "on", "off"] = "auto"
     early_final_max_cost_s: float = 0.6
     prompt: str = ""
+    load_shed: LoadShedConfig = field(default_factory=LoadShedConfig)
 
     def __post_init__(self) -> None:
         if self.early_finals not in ("auto", "on", "off"):

@@ -98,10 +98,21 @@ class CaptionPolicy:
         #: early finals started, used as the window's final, and voided (voice, a commit's cut)
         self.early_finals = {"started": 0, "used": 0, "voided": 0}
         self._early = True  # early finals allowed (the runtime's last word, `on_tick`)
+        #: the partial interval's multiplier (None: no partials) and whether a partial may
+        #: start while a final is not back: the stream's load shedding (`core.load_shed`)
+        self._pace: float | None = 1.0
+        self._partial_beside_final = True
         #: voiced windows whose final ended with no text, by reason (`DroppedFinal.reason`)
         self.drops: dict[str, int] = self._text.drops
 
     # ------------------------------------------------------------------ inputs
+
+    def set_pace(self, scale: float | None, beside_final: bool = True) -> None:
+        """Partials every ``scale`` times `partial_interval_s` (None: none at all), and, unless
+        ``beside_final``, none while a final of the stream is not back: what the stream's load
+        shedding asks when it falls behind (`core.load_shed`). Finals are never paced."""
+        self._pace = scale
+        self._partial_beside_final = beside_final
 
     def on_event(self, event: Event, now: float | None = None) -> Step:
         """A segmenter event; `now` is stream time on the clock (default: the event's end)."""
@@ -227,6 +238,10 @@ class CaptionPolicy:
 
     # ------------------------------------------------------------------ internals
 
+    def _finals_out(self) -> bool:
+        """Whether a final decode this policy asked for has not come back."""
+        return any(r.kind == "final" for r in self._requests.values())
+
     def _find(self, window: int) -> Window | None:
         """The open window or a closed one awaiting its final, by id."""
         w = self._window
@@ -286,6 +301,10 @@ class CaptionPolicy:
         w = self._window
         if w is None or w.partial.state is PartialState.PENDING or self._closed:
             return  # a closed window's final comes first (its text is the prompt)
+        if self._pace is None:
+            return  # the stream is far behind: finals only
+        if not self._partial_beside_final and self._finals_out():
+            return  # behind: a partial now would only delay the final being decoded
         cfg = self.config
         if w.state.state is not WindowState.OPEN:
             return  # in a pause, its final under way: a partial would only delay it
@@ -296,6 +315,7 @@ class CaptionPolicy:
         need = cfg.partial_interval_s
         if w.last_partial_n == 0 and cfg.first_partial_s is not None:
             need = cfg.first_partial_s
+        need *= self._pace
         if new + 1e-9 >= need:
             req = self._request("partial", w)
             w.partial.fire(PartialEvent.REQUEST)

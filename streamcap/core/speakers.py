@@ -7,6 +7,8 @@ final splits when the voice changes inside it. Pure (numpy only): the embeddings
   assigned to it with confidence. A final goes to the nearest centroid (cosine similarity) when
   that is close enough; otherwise, with enough speech and room for one more, it founds a new
   speaker. Decisions are final: a label never changes once given (nothing is re-clustered).
+  A speaker may be *enrolled* before anyone speaks (`enrol`: a sample of a named voice), so
+  the first final of that voice carries its name; the others are numbered as before.
 - `change_point`: the word boundary inside a final where the embeddings of the partial windows
   before it and after it differ most, when they differ enough.
 
@@ -27,7 +29,7 @@ import numpy.typing as npt
 from streamcap.core.decode_types import WordTiming
 from streamcap.core.text import ends_sentence
 
-__all__ = ["MODEL_THRESHOLDS", "SpeakerConfig", "SpeakerTracker", "config_for", "name_partial"]
+__all__ = ["MODEL_THRESHOLDS", "SpeakerConfig", "SpeakerTracker", "config_for"]
 
 Vector = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]
@@ -101,8 +103,9 @@ class SpeakerConfig:
       offline DER 0.024 (cpWER 9.7 %, 9.3 %), 3.0 lost a speaker first heard inside a final
       (0.036, 11.5 %); lf2, lf6 and the live runs (no split there) the same for all three.
     - name_partials: name a partial from its own audio when the voice is confidently known
-      (`name_partial`); off: partials carry no speaker. Otherwise a partial is unnamed ("")
-      until its final is labelled: a partial never shows a name nobody decided.
+      (`core.speaker_partials.name_partial`); off: partials carry no speaker. Otherwise a
+      partial is unnamed ("") until its final is labelled: a partial never shows a name
+      nobody decided.
     - partial_min_s: the least audio (a partial's span so far) before it may be named: one
       whole embedding window (GE2E's 1.6 s), i.e. an utterance's second partial at the
       default `partial_interval_s` (the first has 1.0-1.1 s).
@@ -212,7 +215,8 @@ class SpeakerTracker:
 
     ``decide(embedding, speech_s)`` says where a final goes without changing anything;
     ``commit`` applies it (founds the speaker, or updates the centroid when confident);
-    ``assign`` does both. ``previous`` is the last committed speaker.
+    ``assign`` does both. ``previous`` is the last committed speaker; ``heard``: any final
+    was; ``label(k)`` is speaker k's label.
     """
 
     def __init__(self, config: SpeakerConfig | None = None) -> None:
@@ -220,9 +224,29 @@ class SpeakerTracker:
         self._sums: list[npt.NDArray[np.float64]] = []
         self.speech_s: list[float] = []
         self.previous: int | None = None
+        self.heard = False
+        self._names: list[str | None] = []
 
     def __len__(self) -> int:
         return len(self._sums)
+
+    def enrol(self, name: str, embedding: Vector, speech_s: float) -> int:
+        """Found speaker ``name`` from a sample of its voice before anyone speaks (a unit
+        embedding of ``speech_s`` seconds: `runtime.enrol`); a known voice from then on."""
+        if self.heard or not name or name in self._names:
+            raise ValueError(f"enrol distinct names before the first final: {name!r}")
+        self._sums.append(
+            unit(embedding).astype(np.float64) * min(speech_s, self.config.max_weight_s)
+        )
+        self.speech_s.append(0.0)  # the sample is not the meeting's speech
+        self._names.append(name)
+        return len(self._sums) - 1
+
+    def label(self, index: int) -> str:
+        """Speaker ``index``'s label: its enrolled name, else "Speaker N", N counting only the
+        speakers nobody named (with Mary enrolled, the first other voice is "Speaker 1")."""
+        name = self._names[index]
+        return name or label_name(sum(1 for n in self._names[:index] if not n))
 
     def centroids(self) -> Matrix:
         """(speakers, dim) unit centroids."""
@@ -250,12 +274,13 @@ class SpeakerTracker:
     def decide(self, embedding: Vector, speech_s: float) -> Decision:
         """Where a final of ``speech_s`` seconds with this unit embedding goes (see
         `SpeakerConfig`); nothing changes until `commit`. The meeting's first final with at
-        least `min_embed_s` founds Speaker 1."""
+        least `min_embed_s` founds Speaker 1, also when it matches no enrolled voice (a short
+        one is then unnamed: a sample is no reason to give its name to a stranger)."""
         cfg = self.config
         sims = self.similarities(embedding)
         best = int(np.argmax(sims)) if sims.size else None
         if speech_s < cfg.min_embed_s:  # too little speech for a trustworthy embedding
-            if cfg.short == "none" or best is None:
+            if cfg.short == "none" or best is None or not self.heard:
                 return Decision(None, 0.0)
             k = self.previous if cfg.short == "previous" and self.previous is not None else best
             return Decision(k, float(sims[k]))
@@ -264,7 +289,8 @@ class SpeakerTracker:
         best_sim = float(sims[best])
         if best_sim >= self.threshold(speech_s):
             return Decision(best, best_sim)
-        if speech_s >= cfg.new_speaker_s and len(self._sums) < cfg.max_speakers:
+        founds = speech_s >= cfg.new_speaker_s or not self.heard
+        if founds and len(self._sums) < cfg.max_speakers:
             return Decision(len(self._sums), 1.0, new=True)
         return Decision(best, best_sim)
 
@@ -274,6 +300,8 @@ class SpeakerTracker:
         other._sums = list(self._sums)  # arrays are replaced on update, never changed
         other.speech_s = list(self.speech_s)
         other.previous = self.previous
+        other.heard = self.heard
+        other._names = list(self._names)
         return other
 
     def without_audio(self) -> Decision:
@@ -296,12 +324,14 @@ class SpeakerTracker:
                 raise ValueError("a new speaker must be the next index")
             self._sums.append(e * weight)
             self.speech_s.append(speech_s)
+            self._names.append(None)
         else:
             k = decision.speaker
             self.speech_s[k] += speech_s
             if decision.similarity >= cfg.update_threshold and speech_s >= cfg.min_embed_s:
                 self._sums[k] = self._sums[k] + e * weight
         self.previous = decision.speaker
+        self.heard = True
 
     def assign(self, embedding: Vector, speech_s: float) -> Decision:
         """`decide`, then `commit`."""
@@ -391,42 +421,3 @@ def sentence_spans(words: Sequence[WordTiming]) -> list[tuple[int, int]]:
     if a < len(words):
         spans.append((a, len(words)))
     return spans
-
-
-# --------------------------------------------------------------------------- partials
-
-
-def name_partial(
-    tracker: SpeakerTracker, windows: Matrix, span_s: float, halves: bool = True
-) -> Decision:
-    """Who speaks a partial (its window embeddings so far, over ``span_s`` seconds of audio),
-    or nobody (``Decision(None, similarity)``): a partial is named only when its voice is
-    *confidently known*, since a name on the words being spoken is read at once and a wrong
-    one is worse than none. Nothing changes in ``tracker`` (a partial's audio is its final's,
-    which counts once, when labelled).
-
-    Named when all hold: at least `partial_min_s` of audio; a known speaker whose centroid is
-    at least `partial_threshold` similar to the windows' unit mean, and at least
-    `partial_margin` above the next one; and (``halves``, with two windows or more) the first
-    and second half of the windows are no less similar than `split_threshold`, i.e. no change
-    of voice is seen inside the partial (its words would belong to two people). A voice never
-    heard has no centroid near enough: unnamed until its final founds its label."""
-    cfg = tracker.config
-    if not cfg.name_partials or span_s < cfg.partial_min_s or len(tracker) == 0:
-        return Decision(None, 0.0)
-    if len(windows) == 0:
-        return Decision(None, 0.0)
-    sims = tracker.similarities(mean_embedding(windows))
-    order = np.argsort(-sims)
-    best = int(order[0])
-    best_sim = float(sims[best])
-    second = float(sims[order[1]]) if len(order) > 1 else -1.0
-    if best_sim < cfg.partial_threshold or best_sim - second < cfg.partial_margin:
-        return Decision(None, best_sim)
-    if halves and len(windows) >= 2:
-        k = len(windows) // 2
-        if float(unit(windows[:k].mean(axis=0)) @ unit(windows[k:].mean(axis=0))) < (
-            cfg.split_threshold
-        ):
-            return Decision(None, best_sim)
-    return Decision(best, best_sim)

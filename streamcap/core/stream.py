@@ -21,6 +21,10 @@ What it decides, beside the segmenter and the caption policy it wires together:
   margin, never less than `partial_context_min_s`; finals get the standard 30 s.
 - **Decode options and prompt text** (`prepare`): the language, the task, the stream's own
   prompt and the policy's context, as text (`core.decode_types.PromptText`).
+- **Load shedding** (`LiveConfig.load_shed`, `core.load_shed`): at every input the stream
+  measures how far behind it is (its oldest decode not back, with the measured final cost of
+  those waiting behind it, or the latency of the latest decode back, whichever is more) and
+  thins, then pauses, its partials until it catches up; the figures are `load`.
 - **The drop tally** (`drops`): voiced finals that ended with no text, by reason; each is also
   an output, for the caller's log and metrics.
 
@@ -38,6 +42,7 @@ import numpy as np
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.decode_types import DecodeResult, DecodingOptions, JobInputs, PromptText
 from streamcap.core.live_config import LANGUAGE_MIN_PROB, LANGUAGE_MIN_SPEECH_S, LiveConfig
+from streamcap.core.load_shed import LoadShedder, behind_s
 from streamcap.core.policy import CaptionPolicy
 from streamcap.core.policy_window import DecodeRequest, DroppedFinal, Step
 from streamcap.core.segmenter import Segmenter, VadFn
@@ -88,6 +93,8 @@ class StreamProtocol:
         self._orders: dict[int, DecodeRequest] = {}  # submitted, result not yet received
         self._outputs: list[StreamOutput] = []
         self._ended = False
+        self._shedder = LoadShedder(self.config.load_shed)
+        self._last_latency = 0.0  # of the latest decode back: behind until one comes back sooner
 
     # ------------------------------------------------------------------ inputs
 
@@ -97,6 +104,7 @@ class StreamProtocol:
         if self._ended:
             raise StreamEnded("the stream has ended")
         step = Step()
+        self._shed(now)
         for event in self._segmenter.push(samples):
             step.extend(self._policy.on_event(event, now))
         step.extend(self._policy.on_tick(self._segmenter.time, now, self._early_finals()))
@@ -130,6 +138,8 @@ class StreamProtocol:
         req = self._orders.pop(request, None)
         if req is None:
             return
+        self._last_latency = max(0.0, now - req.end)
+        self._shed(now)
         self._queue(self._policy.on_result(req, self._lock_language(req, result), now))
 
     def receive_final_cost(self, seconds: float | None) -> None:
@@ -187,6 +197,11 @@ class StreamProtocol:
         return dict(self._policy.drops)
 
     @property
+    def load(self) -> LoadShedder:
+        """How far behind the stream is and the pace of its partials (`core.load_shed`)."""
+        return self._shedder
+
+    @property
     def committed_text(self) -> str:
         """All final text so far."""
         return self._policy.committed_text
@@ -214,6 +229,13 @@ class StreamProtocol:
             word_timestamps=req.words and cfg.word_timestamps,
             coalescable=req.kind == "final" and cfg.coalesce_finals,
         )
+
+    def _shed(self, now: float) -> None:
+        """Measure how far behind the stream is and set its partials' pace (`core.load_shed`)."""
+        ends = [r.end for r in self._orders.values()]
+        sh = self._shedder
+        sh.update(now, max(self._last_latency, behind_s(now, ends, self._final_cost)))
+        self._policy.set_pace(sh.interval_scale(), sh.partial_beside_final)
 
     def _early_finals(self) -> bool:
         mode = self.config.early_finals

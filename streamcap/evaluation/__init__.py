@@ -32,6 +32,13 @@ from typing import TYPE_CHECKING
 from streamcap._face import lazy_face
 
 if TYPE_CHECKING:  # what the names are, for type checkers; imported on first use at run time
+    from streamcap.evaluation.busy import busy_processes as busy_processes
+    from streamcap.evaluation.highlight_metrics import GOAL_S as GOAL_S
+    from streamcap.evaluation.highlight_metrics import Poll as Poll
+    from streamcap.evaluation.highlight_metrics import lag_of as lag_of
+    from streamcap.evaluation.highlight_metrics import match_word as match_word
+    from streamcap.evaluation.highlight_metrics import same_word as same_word
+    from streamcap.evaluation.highlight_metrics import summarize as summarize
     from streamcap.evaluation.metrics import FinalsAlignment as FinalsAlignment
     from streamcap.evaluation.metrics import align_finals as align_finals
     from streamcap.evaluation.metrics import evaluate as evaluate
@@ -42,9 +49,20 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.evaluation.metrics import wer as wer
     from streamcap.evaluation.normalize import Normalizer as Normalizer
     from streamcap.evaluation.normalize import make_normalizer as make_normalizer
+    from streamcap.evaluation.reference_words import RefWord as RefWord
+    from streamcap.evaluation.reference_words import align_reference as align_reference
+    from streamcap.evaluation.reference_words import load_reference_words as load_reference_words
+    from streamcap.evaluation.reference_words import save_reference_words as save_reference_words
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
+    "busy_processes": "busy",
+    "GOAL_S": "highlight_metrics",
+    "Poll": "highlight_metrics",
+    "lag_of": "highlight_metrics",
+    "match_word": "highlight_metrics",
+    "same_word": "highlight_metrics",
+    "summarize": "highlight_metrics",
     "FinalsAlignment": "metrics",
     "align_finals": "metrics",
     "evaluate": "metrics",
@@ -55,6 +73,10 @@ _EXPORTS = {
     "wer": "metrics",
     "Normalizer": "normalize",
     "make_normalizer": "normalize",
+    "RefWord": "reference_words",
+    "align_reference": "reference_words",
+    "load_reference_words": "reference_words",
+    "save_reference_words": "reference_words",
 }
 
 __all__ = sorted(_EXPORTS)

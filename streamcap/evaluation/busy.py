@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["busy"]
+__all__ = ["busy_processes"]
 
 
 def _spin() -> None:  # pragma: no cover - runs in the child process
@@ -28,7 +28,7 @@ def _spin() -> None:  # pragma: no cover - runs in the child process
 
 
 @contextmanager
-def busy(processes: int) -> Iterator[list[int]]:
+def busy_processes(processes: int) -> Iterator[list[int]]:
     """``processes`` busy processes while the block runs; yields their PIDs."""
     ctx = mp.get_context("spawn")  # a fresh interpreter: no torch threads inherited
     procs = [ctx.Process(target=_spin, daemon=True, name=f"busy-{i}") for i in range(processes)]

@@ -47,7 +47,7 @@ from streamcap.audio.file import load_audio
 from streamcap.audio.vad import vad_names
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.live_config import LiveConfig
-from streamcap.evaluation.busy import busy
+from streamcap.evaluation.busy import busy_processes
 from streamcap.evaluation.exactness import check_identical
 from streamcap.evaluation.live_run import run_stream, warm_up
 from streamcap.evaluation.metrics import (
@@ -71,7 +71,8 @@ BRIEF = ("final_latency_p50", "final_latency_p95", "first_partial_latency_p50",
          "first_partial_latency_p95", "stream_wer", "offline_wer", "flicker", "rtf",
          "offline_rtf", "hallucinated_words_per_min", "speculative_identical",
          "missed_segments", "early_finals", "foreign_script", "stream_language",
-         "finals_dropped", "offline_finals_dropped")  # fmt: skip
+         "finals_dropped", "offline_finals_dropped", "final_latency_max",
+         "final_latency_max_last_third", "load_shed")  # fmt: skip
 
 
 def parser() -> argparse.ArgumentParser:
@@ -105,6 +106,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--busy", type=int, default=0, metavar="N",
                     help="N other processes keep one core busy each while the stream runs "
                     "(the machine shared with other work: `busy`)")  # fmt: skip
+    ap.add_argument("--encoder-threads", choices=("adaptive", "fixed"), default="adaptive",
+                    help="the encoder's thread count follows the load, as in a live worker "
+                    "(`runtime.encoder_threads`), or stays fixed (before issue 38)")  # fmt: skip
     ap.add_argument("--no-offline", action="store_true", help="skip the offline WER baseline")
     ap.add_argument("--no-check", action="store_true", help="skip the exactness check")
     return ap
@@ -118,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     audio, segments = load_inputs(args.audio, args.reference, args.gain)
     duration = len(audio) / SR
     engine = Engine(args.model, threads=args.threads, precision=args.precision)
+    if args.encoder_threads == "adaptive":
+        engine.adapt_encoder_threads()
     warm_up(engine, audio, config.language)
-    with busy(args.busy):
+    with busy_processes(args.busy):
         load0 = os.getloadavg()[0]
         run = run_stream(engine, audio, config, args.clock, args.chunk, args.timer)
     metrics = evaluate(run, segments, duration, norm)
@@ -142,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         worker=run["worker"],
         early_finals=run["early_finals"],
         finals_dropped=run["finals_dropped"],
+        load_shed=run["load_shed"],
+        encoder_threads=engine.encoder_threads.figures(),
         config=config_dict(config),
         segments=metrics["segments"],
         decodes=[decode_row(job, o) for job, o in run["decodes"]],

@@ -85,6 +85,11 @@ def run_stream(
         "early_finals": stream.protocol.early_finals,
         "language": stream.language,
         "finals_dropped": stream.protocol.drops,
+        "load_shed": {
+            "time_in_s": {k: round(v, 2) for k, v in stream.protocol.load.time_in.items()},
+            "changes": stream.protocol.load.changes,
+            "worst_behind_s": round(stream.protocol.load.worst_s, 2),
+        },
         "stage": made,
         "feed_s": feed_s,
         "wall_s": wall,

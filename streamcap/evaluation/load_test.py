@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from streamcap.core.constants import SAMPLE_RATE
+from streamcap.evaluation.busy import busy_processes
 from streamcap.evaluation.load_clients import (
     LoadPlan,
     ViewerLog,
@@ -230,6 +231,9 @@ def parser() -> argparse.ArgumentParser:
         help="the Ray cluster for --backend ray: HOST:PORT, or local = start a one-node "
         "cluster on loopback for the run (2 CPUs) and stop it after",
     )  # fmt: skip
+    p.add_argument("--busy", type=int, default=0, metavar="N",
+                   help="N other processes keep one core busy each while the publishers run "
+                   "(the machine shared with other work: `evaluation.busy`)")  # fmt: skip
     p.add_argument("--replicas", type=int, default=2, help="replicas for --backend ray")
     p.add_argument(
         "--max-replicas", type=int, default=None,
@@ -267,8 +271,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_backend(args: argparse.Namespace, backend: str, address: str) -> dict[str, Any]:
-    with serving(args, backend, address) as (port, record):
-        return asyncio.run(run_load(args, port, record))
+    with serving(args, backend, address) as (port, record), busy_processes(args.busy):
+        report = asyncio.run(run_load(args, port, record))
+    report["busy_processes"] = args.busy
+    return report
 
 
 if __name__ == "__main__":

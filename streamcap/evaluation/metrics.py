@@ -278,6 +278,16 @@ def evaluate(
     return {
         "final_latency_p50": percentile(fin, 50),
         "final_latency_p95": percentile(fin, 95),
+        "final_latency_max": max(fin) if fin else None,
+        # a backlog that grows shows at the end: the worst final of the file's last third
+        "final_latency_max_last_third": max(
+            (
+                r["final_latency"]
+                for r in per_seg
+                if r["final_latency"] is not None and r["end"] >= duration * 2 / 3
+            ),
+            default=None,
+        ),  # fmt: skip
         "first_partial_latency_p50": percentile(fp, 50),
         "first_partial_latency_p95": percentile(fp, 95),
         "missed_segments": sum(r["final_latency"] is None for r in per_seg),

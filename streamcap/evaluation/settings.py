@@ -11,6 +11,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from streamcap.core.live_config import LiveConfig, split_language
+from streamcap.core.load_shed import LoadShedConfig
 from streamcap.core.policy_config import PolicyConfig
 from streamcap.core.segmenter import SegmenterConfig
 from streamcap.core.speakers import SpeakerConfig
@@ -35,10 +36,12 @@ def parse_value(text: str) -> Any:
 
 def build_config(language: str | None, settings: list[str]) -> LiveConfig:
     """LiveConfig with ``name=value`` overrides (policy fields by name or ``policy.name``,
-    segmenter fields as ``segmenter.name``)."""
+    segmenter fields as ``segmenter.name``, load shedding's as ``load_shed.name``)."""
     live: dict[str, Any] = {}
     policy: dict[str, Any] = {}
     segmenter: dict[str, Any] = {}
+    shed: dict[str, Any] = {}
+    shed_names = {f.name for f in fields(LoadShedConfig)}
     policy_names = {f.name for f in fields(PolicyConfig)}
     live_names = {f.name for f in fields(LiveConfig)}
     segmenter_names = {f.name for f in fields(SegmenterConfig)}
@@ -48,6 +51,8 @@ def build_config(language: str | None, settings: list[str]) -> LiveConfig:
         field = name.removeprefix("segmenter.")
         if field != name and field in segmenter_names:
             segmenter[field] = parse_value(raw)
+        elif name.startswith("load_shed.") and name.removeprefix("load_shed.") in shed_names:
+            shed[name.removeprefix("load_shed.")] = parse_value(raw)
         elif name in policy_names:
             policy[name] = parse_value(raw)
         elif name in live_names:
@@ -61,6 +66,7 @@ def build_config(language: str | None, settings: list[str]) -> LiveConfig:
         base,
         policy=replace(base.policy, **policy),
         segmenter=replace(base.segmenter, **segmenter),
+        load_shed=replace(base.load_shed, **shed),
         **live,
     )
 

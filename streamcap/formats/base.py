@@ -26,6 +26,7 @@ __all__ = [
     "format_srt_time",
     "format_vtt_time",
     "in_time_order",
+    "spoken_span",
 ]
 
 
@@ -110,3 +111,17 @@ def in_time_order(captions: Iterable[Caption]) -> list[Caption]:
     return sorted(
         (c for c in captions if c.type == "final" and c.text.strip()), key=lambda c: c.start
     )
+
+
+def spoken_span(caption: Caption) -> tuple[float, float]:
+    """From the first word's start to the last word's end, as openai-whisper bounds a segment
+    when it times words; the caption's own span (the voice detector's, which may hold seconds
+    of silence around the words) when it has no words or their times make no sense."""
+    words = caption.words
+    if not words:
+        return caption.start, caption.end
+    start = max(words[0].start, caption.start)
+    end = min(words[-1].end, caption.end)
+    if not (caption.start <= start <= end <= caption.end):  # NaN fails every comparison
+        return caption.start, caption.end
+    return start, end

@@ -20,8 +20,10 @@ from typing import TextIO
 from streamcap.cues import DEFAULT_CUES, CueStyle
 from streamcap.formats.base import CaptionWriter
 from streamcap.formats.jsonl import TranscriptJsonlWriter
+from streamcap.formats.minutes import MinutesWriter
 from streamcap.formats.subtitles import SrtWriter, VttWriter
 from streamcap.formats.text import TxtWriter
+from streamcap.formats.tsv import TsvWriter
 from streamcap.formats.whisper_json import WhisperJsonWriter
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "file_formats",
     "format_of",
     "live_formats",
+    "open_format",
     "open_writer",
     "register_format",
 ]
@@ -45,6 +48,8 @@ class WriterOptions:
 
     include_partials: bool = False  # .jsonl: partials too
     style: CueStyle = DEFAULT_CUES  # .srt / .vtt: line width and count, highlighting
+    title: str = ""  # .md: the heading (default: the file's name without its suffix)
+    date: str = ""  # .md: the date under it (default: today)
 
 
 #: Opens a format's writer on a file (a path it creates, or an open text file).
@@ -74,6 +79,8 @@ register_format("vtt", lambda t, o: VttWriter(t, o.style), cues=True)
 register_format("jsonl", lambda t, o: TranscriptJsonlWriter(t, include_partials=o.include_partials))
 register_format("txt", lambda t, o: TxtWriter(t))
 register_format("json", lambda t, o: WhisperJsonWriter(t), live=False)
+register_format("md", lambda t, o: MinutesWriter(t, title=o.title, date=o.date))
+register_format("tsv", lambda t, o: TsvWriter(t))
 
 
 def file_formats() -> tuple[str, ...]:
@@ -97,11 +104,25 @@ def format_of(path: str | os.PathLike[str]) -> str | None:
     return name if name in _REGISTRY else None
 
 
+def open_format(name: str, target: Target, options: WriterOptions | None = None) -> CaptionWriter:
+    """The writer of format `name` on `target` (a path, or an open text file: a whole document
+    made in memory); ValueError for a name that is no format."""
+    fmt = _REGISTRY.get(name.lower())
+    if fmt is None:
+        raise ValueError(f"unknown caption format {name!r}: use {', '.join(_REGISTRY)}")
+    return fmt.open(target, options or WriterOptions())
+
+
 def open_writer(
-    path: str | os.PathLike[str], *, include_partials: bool = False, style: CueStyle = DEFAULT_CUES
+    path: str | os.PathLike[str],
+    *,
+    include_partials: bool = False,
+    style: CueStyle = DEFAULT_CUES,
+    title: str = "",
+    date: str = "",
 ) -> CaptionWriter:
     """Writer chosen by the file suffix; `include_partials` applies to .jsonl only, `style` to
-    the formats the cue policy applies to."""
+    the formats the cue policy applies to, `title` and `date` to .md minutes."""
     fmt = format_of(path)
     if fmt is None:
         suffix = Path(path).suffix.lower()
@@ -109,4 +130,4 @@ def open_writer(
             f"unsupported caption file type {suffix or '(no suffix)'!r} for {os.fspath(path)!r}: "
             f"use {', '.join('.' + f for f in _REGISTRY)}"
         )
-    return _REGISTRY[fmt].open(path, WriterOptions(include_partials, style))
+    return _REGISTRY[fmt].open(path, WriterOptions(include_partials, style, title, date))

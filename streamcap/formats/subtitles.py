@@ -44,7 +44,7 @@ class SubtitleWriter(CaptionWriter):
         """The caption's cues (several per policy cue with highlighting) and its speaker."""
         s = self.style
         c = caption
-        planned = plan_cues(c.text, c.start, c.end, s.width, s.lines, c.words)
+        planned = plan_cues(c.text, c.start, c.end, s.width, s.lines, c.words, s.words)
         if s.highlight:
             return [(highlighted_cues(p, c.words, self.escape), c.speaker) for p in planned]
         return [([(t0, t1, [self.escape(x) for x in lines])], c.speaker)

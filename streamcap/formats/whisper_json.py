@@ -7,7 +7,7 @@ import zlib
 from typing import Any
 
 from streamcap.core.captions import Caption
-from streamcap.formats.base import CaptionWriter, Decoded
+from streamcap.formats.base import CaptionWriter, Decoded, spoken_span
 
 __all__ = ["WhisperJsonWriter"]
 
@@ -39,9 +39,10 @@ class WhisperJsonWriter(CaptionWriter):
             raise ValueError("whisper's JSON needs each final's decode (offline transcription)")
         whole = decoded.text.strip() == caption.text.strip()  # else a part of it (a speaker's)
         text = decoded.text if whole else f" {caption.text}"
+        start, end = spoken_span(caption)  # whisper's bounds: the words', not the silence's
         segment: dict[str, Any] = {
-            "id": self._segments, "seek": decoded.seek, "start": round(caption.start, 3),
-            "end": round(caption.end, 3), "text": text,
+            "id": self._segments, "seek": decoded.seek, "start": round(start, 3),
+            "end": round(end, 3), "text": text,
             "tokens": list(decoded.tokens) if whole else [], "temperature": 0.0,  # greedy
             "avg_logprob": decoded.avg_logprob,
             "compression_ratio": _compression_ratio(text), "no_speech_prob": decoded.no_speech_prob,

@@ -19,6 +19,10 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.runtime.clock import SimulatedClock as SimulatedClock
     from streamcap.runtime.costs import CostModel as CostModel
     from streamcap.runtime.costs import CostModelConfig as CostModelConfig
+    from streamcap.runtime.encoder_threads import AdaptiveThreads as AdaptiveThreads
+    from streamcap.runtime.encoder_threads import EncoderThreads as EncoderThreads
+    from streamcap.runtime.encoder_threads import FixedThreads as FixedThreads
+    from streamcap.runtime.encoder_threads import identical_across as identical_across
     from streamcap.runtime.engine import Engine as Engine
     from streamcap.runtime.engine_api import EncodedAudio as EncodedAudio
     from streamcap.runtime.engine_api import InferenceEngine as InferenceEngine
@@ -59,6 +63,10 @@ _EXPORTS = {
     "SimulatedClock": "clock",
     "CostModel": "costs",
     "CostModelConfig": "costs",
+    "AdaptiveThreads": "encoder_threads",
+    "EncoderThreads": "encoder_threads",
+    "FixedThreads": "encoder_threads",
+    "identical_across": "encoder_threads",
     "Engine": "engine",
     "EncodedAudio": "engine_api",
     "InferenceEngine": "engine_api",

@@ -23,6 +23,7 @@ import numpy.typing as npt
 import torch
 
 from streamcap.core.constants import (
+    ENCODER_POSITIONS,
     SAMPLE_RATE,
     WINDOW_S,
 )
@@ -38,6 +39,12 @@ from streamcap.decoding.step import DecoderStep
 from streamcap.models.loader import LoadedModel, Placement, choose_placement, load_model
 from streamcap.models.precision_probe import EncoderChoice
 from streamcap.models.registry import DEFAULT_MODEL
+from streamcap.runtime.encoder_threads import (
+    AdaptiveThreads,
+    EncoderThreads,
+    FixedThreads,
+    identical_across,
+)
 from streamcap.runtime.engine_api import EncodedAudio, InferenceEngine
 
 __all__ = ["Engine"]
@@ -108,6 +115,8 @@ class Engine:
         self.assistant: AssistantDecoder | None = None
         self.assistant_model: Any = None
         self._aligner: Aligner | None = None  # made at the first `align`
+        #: the encoder's thread count: fixed, or following the load (`adapt_encoder_threads`)
+        self.encoder_threads: EncoderThreads = FixedThreads()
         if assistant:
             loaded = load_model(assistant, self.placement)
             a_spec = WhisperSpec(loaded.model, loaded.processor)
@@ -168,8 +177,31 @@ class Engine:
         positions = context_positions(len(audio), context_s)  # None: the full 30 s
         frames = None if positions is None else MEL_FRAMES_PER_POSITION * positions
         features = self.frontend.features(audio, frames)
-        enc = self.frontend.encode(features, positions)
+        with self.encoder_threads.run(positions or ENCODER_POSITIONS):
+            enc = self.frontend.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
+
+    def adapt_encoder_threads(self) -> bool:
+        """Let the encoder's thread count follow the machine's load (`runtime.encoder_threads`)
+        where that cannot change a bit: on a CPU with more than one thread, once a real window's
+        encoding is checked identical on 1 and on all threads. Whether it adapts now. For the
+        live worker (a long-running stream on a shared machine); a one-off `transcribe` keeps
+        the fixed count."""
+        n = torch.get_num_threads()
+        if (
+            not self.placement.device.startswith("cpu")
+            or n < 2
+            or isinstance(self.encoder_threads, AdaptiveThreads)
+        ):
+            return isinstance(self.encoder_threads, AdaptiveThreads)
+        from streamcap.runtime.screen_probe import probe_speech
+
+        features = self.frontend.features(probe_speech(), None)
+        if not identical_across(lambda: self.frontend.encode(features, None), (1, n)):
+            log.info("encoder threads stay at %d: 1 thread gives other bits on this CPU", n)
+            return False
+        self.encoder_threads = AdaptiveThreads((1, n))
+        return True
 
     def make_drafter(self, kind: str, hypothesis: Sequence[int] | None, enc: Encoded) -> Drafter:
         """``hypothesis`` (a previous decode), ``model`` (the assistant), or ``none``."""
@@ -253,6 +285,11 @@ def _as_causal_lm(model: Any) -> Any:
     causal.proj_out = model.proj_out
     causal.generation_config = model.generation_config
     return causal.eval()
+
+
+def adapt_encoder_threads(engine: InferenceEngine) -> bool:
+    """`Engine.adapt_encoder_threads` for an engine that can (other engines: False)."""
+    return isinstance(engine, Engine) and engine.adapt_encoder_threads()
 
 
 def with_words(

@@ -16,15 +16,16 @@ replaces it (its own text belongs above it anyway), and the next partial of that
 one number further on. Nothing is left on screen that no final supersedes.
 
 Partials. A label is *decided* on finals only, from all of their audio. A partial is *named*
-only when its own audio says confidently whose voice it is (`core.speakers.name_partial`: the
-windows of the partial so far against the meeting's centroids, by a margin, with no change of
-voice inside); otherwise it carries no speaker (""), and a viewer shows it unnamed, on its own
-line, until its final is labelled. So the words being spoken never carry the previous speaker's
-name (issue 37: 3-7 s of them did at each change of voice), and a voice heard before is named
-while it speaks. The partial's windows are embedded as its audio grows: each window once, when
-the audio under it is all there (`runtime.partial_names`), so a partial costs the windows of its new
-audio only (`PartialRecord.embed_ms`); the final embeds its own audio as before, so partials
-change no final's label. Empty finals (they clear a partial) pass through unlabelled.
+only when its own audio says confidently whose voice it is
+(`core.speaker_partials.name_partial`: the windows of the partial so far against the meeting's
+centroids, by a margin, with no change of voice inside); otherwise it carries no speaker (""),
+and a viewer shows it unnamed, on its own line, until its final is labelled. So the words being
+spoken never carry the previous speaker's name (issue 37: 3-7 s of them did at each change of
+voice), and a voice heard before is named while it speaks. The partial's windows are embedded as
+its audio grows: each window once, when the audio under it is all there
+(`runtime.partial_names`), so a partial costs the windows of its new audio only
+(`PartialRecord.embed_ms`); the final embeds its own audio as before, so partials change no
+final's label. Empty finals (they clear a partial) pass through unlabelled.
 
 Cost: the embedding runs here, under the stream's lock, before the final is delivered, on the
 thread that delivers decode results (the worker's), never on the thread that feeds the stream
@@ -56,6 +57,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -64,6 +66,7 @@ import numpy as np
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import WordTiming
+from streamcap.core.speaker_partials import name_partial
 from streamcap.core.speakers import (
     ChangePoint,
     Decision,
@@ -71,15 +74,14 @@ from streamcap.core.speakers import (
     SpeakerTracker,
     change_point,
     config_for,
-    label_name,
     mean_embedding,
-    name_partial,
     sentence_spans,
 )
 from streamcap.runtime.partial_names import PartialRecord, PartialWindows
 
 if TYPE_CHECKING:
     from streamcap.runtime.clock import Clock
+    from streamcap.runtime.enrol import EnrolledVoice
     from streamcap.speakers.registry import Encoder
 
 __all__ = ["FileLabeller", "SpeakerLabeller"]
@@ -130,6 +132,8 @@ class SpeakerLabeller:
     - ``buffer_s``: seconds of audio kept (a final's audio must still be there when its
       decode comes back; finals are at most `PolicyConfig.max_window_s` long).
     - ``clock``: the stream's clock; on a `SimulatedClock` the embedding time is charged.
+    - ``voices``: enrolled voices (`runtime.enrol`, embedded by this encoder's model), known
+      by name from the start: their first finals carry their names (``--enroll``).
     """
 
     def __init__(
@@ -138,6 +142,7 @@ class SpeakerLabeller:
         config: SpeakerConfig | None = None,
         buffer_s: float = 60.0,
         clock: Clock | None = None,
+        voices: Sequence[EnrolledVoice] = (),
     ) -> None:
         if encoder is None:
             from streamcap.speakers.registry import default_model, encoder_for
@@ -148,6 +153,10 @@ class SpeakerLabeller:
         self.encoder = encoder
         self.config = config or config_for(getattr(encoder, "name", "ge2e"))
         self.tracker = SpeakerTracker(self.config)
+        for v in voices:
+            if v.model != getattr(encoder, "name", "ge2e"):  # another model's similarity scale
+                raise ValueError(f"voice {v.name!r} was enrolled with {v.model}")
+            self.tracker.enrol(v.name, v.embedding, v.speech_s)
         self.clock = clock
         self._buf = np.zeros(int(round(buffer_s * SAMPLE_RATE)), np.float32)
         self._fed = 0  # samples fed since stream time 0
@@ -224,7 +233,7 @@ class SpeakerLabeller:
         )
         embed_ms = (time.perf_counter() - t_start) * 1000.0 if new else 0.0
         d = name_partial(self.tracker, w.embeddings, span)
-        speaker = label_name(d.speaker) if d.speaker is not None else ""
+        speaker = self.tracker.label(d.speaker) if d.speaker is not None else ""
         self.partial_records.append(
             PartialRecord(
                 segment=segment, start=ev.start, end=ev.end, new_windows=new,
@@ -380,7 +389,7 @@ class SpeakerLabeller:
         split_sim: float | None,
     ) -> list[CaptionEvent]:
         out = [
-            replace(p, speaker=label_name(d.speaker) if d.speaker is not None else "")
+            replace(p, speaker=self.tracker.label(d.speaker) if d.speaker is not None else "")
             for p, d in labelled
         ]
         self.records.append(

@@ -1,6 +1,6 @@
 """The audio of the partial on screen, embedded as it grows: the speaker labeller's part for
 partials (`runtime.labeller.SpeakerLabeller`; the rule that names one is
-`core.speakers.name_partial`).
+`core.speaker_partials.name_partial`).
 
 A segment's partials come every `PolicyConfig.partial_interval_s` with the audio so far; the
 labeller keeps that segment's `PartialWindows`: windows of the encoder's length every

@@ -28,6 +28,7 @@ from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import JobInputs
 from streamcap.core.live_config import LiveConfig
+from streamcap.core.load_shed import LoadShedder
 from streamcap.core.policy_window import DroppedFinal
 from streamcap.core.stream import DecodeOrder, StreamProtocol
 from streamcap.core.text import describe_drop
@@ -78,6 +79,10 @@ class LiveStream:
         self.errors: list[BaseException] = []
         #: Called with every finished decode job of this stream (metrics, evaluation).
         self.decode_observer: Callable[[DecodeJob, JobOutcome], None] | None = None
+        #: Called (lock held, any thread: be quick) when the pace of the stream's partials
+        #: changes (`core.load_shed`: it fell behind or caught up), with the stream's shedder.
+        self.on_pace: Callable[[LoadShedder], None] | None = None
+        self._pace_changes = 0
 
     # ------------------------------------------------------------------ inputs
 
@@ -178,6 +183,14 @@ class LiveStream:
                 captions = []
                 self.worker.submit(self._job(out))
         self._delivery.deliver(captions)
+        shed = self.protocol.load
+        if shed.changes != self._pace_changes:
+            self._pace_changes = shed.changes
+            if self.on_pace is not None:
+                try:
+                    self.on_pace(shed)
+                except Exception:  # a metrics or viewer bug must not stop the stream
+                    log.exception("on_pace of stream %r failed", self.stream_id)
 
     def _deliver(self, captions: list[CaptionEvent]) -> None:
         on_caption = self.on_caption

@@ -17,6 +17,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.server.client import ws_url as ws_url
     from streamcap.server.close import CloseCode as CloseCode
     from streamcap.server.config import ServerConfig as ServerConfig
+    from streamcap.server.publish_client import Publisher as Publisher
+    from streamcap.server.publish_client import PublishRefused as PublishRefused
+    from streamcap.server.publish_client import PublishStatus as PublishStatus
+    from streamcap.server.publish_client import PublishTarget as PublishTarget
+    from streamcap.server.publish_client import follow_captions as follow_captions
     from streamcap.server.thread import ServerThread as ServerThread
 
 #: public name -> the module of this package that defines it
@@ -28,6 +33,11 @@ _EXPORTS = {
     "ws_url": "client",
     "CloseCode": "close",
     "ServerConfig": "config",
+    "PublishRefused": "publish_client",
+    "PublishStatus": "publish_client",
+    "PublishTarget": "publish_client",
+    "Publisher": "publish_client",
+    "follow_captions": "publish_client",
     "ServerThread": "thread",
 }
 

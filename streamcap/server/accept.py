@@ -21,6 +21,7 @@ from websockets.protocol import Event
 
 from .budget import ConnectionBudget
 from .close import ProtocolError
+from .http_body import read_bodies
 from .refusal import Refusals
 
 #: A connection dropped at the accept is held unread this long first (at most TARPIT_MAX at once).
@@ -124,6 +125,7 @@ def counted_connection(
                     transport.close()
                 return
             super().connection_made(transport)
+            read_bodies(self.protocol)  # a POST's small body (`http_body`): renames
             budget.accept(address)
             self._counted = self._pending = True
             self._address = address

@@ -1,11 +1,13 @@
 """The caption server: asyncio I/O around the sans-I/O protocol (`protocol.py`).
 
 One port serves WebSocket `/ingest` (publishers, `ingest.py`) and `/captions` (viewers,
-`viewers.py`), and plain HTTP (`routes.py`) for the pages, static files, `/healthz`, `/metrics`
-and `/streams/<id>.srt|.vtt` (`subtitles.py`). Audio is decoded and resampled on the event loop
+`viewers.py`), and plain HTTP (`routes.py`) for the pages, static files, `/healthz`, `/metrics`,
+`/streams/<id>.srt|.vtt|.txt|.md` (`subtitles.py`) and the HLS subtitle rendition
+`/streams/<id>/captions.m3u8` (`hls.py`). Audio is decoded and resampled on the event loop
 (cheap) and handed to one `LiveStream` per publisher session; captions come back from the
 worker thread through `call_soon_threadsafe`, are numbered into the stream's `CaptionLog`
-(`hub.py`), recorded (`record.py`), and fanned out to viewers (`delivery.py`).
+(`hub.py`), recorded (`record.py`), and fanned out to viewers (`delivery.py`) and to the
+stream's caption sinks (`streamcap.sinks`: YouTube, Zoom, OBS).
 
 Before any of that, every request passes the gate (`gate.py`: Host against DNS rebinding,
 Origin against cross-site hijacking, the metrics rule) and a cap on open connections counted
@@ -30,12 +32,15 @@ import errno
 import logging
 import ssl
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
+
+from streamcap.sinks.registry import make_sink
+from streamcap.sinks.runner import SinkRunner
 
 from . import routes
 from .accept import authenticated, count_control_frames, counted_connection, peer_address
@@ -47,9 +52,11 @@ from .close import CloseCode, ProtocolError
 from .config import ServerConfig, StreamFactory, live_stream_factory
 from .delivery import Delivery
 from .gate import RequestGate
+from .hls import HLS_RE, HlsPlaylists
 from .hub import Hub
 from .ingest import IngestSession
 from .metrics import ServerMetrics, WorkerFigures, engine_info
+from .names import NAMES_RE, Renames
 from .publishers import Publishers
 from .ratelog import RateLimitedLog
 from .record import Recorder
@@ -82,9 +89,11 @@ class CaptionServer:
         *,
         live: LiveConfig | None = None,
         speakers: str = "off",
+        voices: Sequence[Any] = (),
     ) -> None:
-        """``live`` and ``speakers`` tune the live streams the server builds (its factory
-        also counts their dropped finals in /metrics); ``stream_factory`` replaces it."""
+        """``live``, ``speakers`` and ``voices`` (enrolled, ``--enroll``) tune the live
+        streams the server builds (its factory also counts their dropped finals in
+        /metrics); ``stream_factory`` replaces it."""
         self.config = config
         self.worker = worker
         self.stream_factory = stream_factory or live_stream_factory(
@@ -93,6 +102,7 @@ class CaptionServer:
             config.default_language,
             speakers,
             on_drop=lambda dropped: self.metrics.final_dropped(dropped),
+            voices=voices,
         )
         self.recorder = Recorder(config.record_dir) if config.record_dir is not None else None
         restore = None
@@ -105,6 +115,9 @@ class CaptionServer:
             retain=config.retain_streams, max_finals=config.memory_finals, restore=restore
         )
         self.rlog = RateLimitedLog(log)
+        #: where streams' captions go besides the viewers (`streamcap.sinks`): built now (no
+        #: I/O), each sink's task started with the server
+        self.sinks = SinkRunner((s.kind, s.stream, make_sink(s)) for s in config.sinks)
         #: every publisher connection, and the places of those that started (the claim rule)
         self._publishers = Publishers(config, self.rlog, full=self.full, closing=self._shutting)
         self.metrics = ServerMetrics(
@@ -112,6 +125,7 @@ class CaptionServer:
             self._worker_metrics,
             engine_info(worker.engine),
             remote=worker.remote_status,
+            sinks=self.sinks.figures,
         )
         self.web_dir = config.web_dir or routes.default_web_dir()
         self._fd_log = RateLimitedLog(log, interval_s=FD_LOG_INTERVAL_S, burst=1)
@@ -136,8 +150,11 @@ class CaptionServer:
             self.metrics,
             self.rlog,
             ByteBudget(config.download_rate, config.download_burst),
+            sinks=self.sinks,
         )
         self._subtitles = SubtitleDownloads(config, self.hub, self.delivery, self.refusals)
+        self._names = Renames(config, self.hub, self.delivery, self.refusals)
+        self._hls = HlsPlaylists(config, self.hub, self.delivery, self.refusals)
         self._gate = RequestGate(
             config, self.metrics, self.rlog, self.refusals, closing=self._shutting, route=self._http
         )
@@ -151,6 +168,7 @@ class CaptionServer:
             claim=self._publishers.claim,
             stream_factory=self.stream_factory,
             caption_callback=self.delivery.caption_callback,
+            pace_callback=self.delivery.pace_callback,
             streams_changed=self.streams_changed,
             publisher_left=self.delivery.publisher_left,
             stream_closed=self.delivery.stream_closed,
@@ -173,6 +191,7 @@ class CaptionServer:
         if cfg.record_dir is not None:
             cfg.record_dir.mkdir(parents=True, exist_ok=True)
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
+        self.sinks.start()
         tls = self._ssl_context()
         self._server = await serve(
             self._handler,
@@ -273,6 +292,7 @@ class CaptionServer:
         self._server.close(close_connections=True)
         await self._server.wait_closed()
         await self.delivery.close(self.hub.entries())
+        await self.sinks.aclose()  # after the last finals reached the logs (and the sinks)
 
     # ------------------------------------------------------------------ HTTP
 
@@ -298,6 +318,12 @@ class CaptionServer:
             return self._gate.metrics_page(request, connection)
         if path.rstrip("/") in ("/ingest", "/captions"):
             return routes.text(HTTPStatus.UPGRADE_REQUIRED, "this path needs a WebSocket")
+        m = NAMES_RE.fullmatch(path)
+        if m:  # renames (`names.py`)
+            return self._names.response(m.group(1), request, connection)
+        m = HLS_RE.fullmatch(path)
+        if m:  # the captions as a live HLS subtitle rendition (`hls.py`)
+            return self._hls.response(m.group(1), m.group(2), m.group(3), request, connection)
         m = routes.SUBTITLE_RE.fullmatch(path)
         if m:
             return self._subtitles.response(m.group(1), m.group(2), request, connection)

@@ -14,6 +14,7 @@ import unicodedata
 
 import regex
 
+from .close import ProtocolError
 from .close import bad_data as _bad
 
 #: A publisher's name in a room: it goes into WebVTT voice tags and overlays, so no markup.
@@ -132,3 +133,12 @@ def parse_speaker(value: object) -> str:
             'no < > & " or control characters'
         )
     return name
+
+
+def name_rule(value: str) -> str:
+    """`parse_speaker` as the rename rules take it (`core.speaker_names.CheckName`): a
+    renamed speaker is shown where a publisher's name is, so the same rules; ValueError."""
+    try:
+        return parse_speaker(value)
+    except ProtocolError as e:
+        raise ValueError(e.reason) from None

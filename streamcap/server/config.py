@@ -4,13 +4,14 @@ worker: `runtime.worker_api.Worker`)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.decoding.spec import DecodingError
+from streamcap.sinks.base import SinkSpec
 
 from .access import is_loopback
 from .close import CloseCode, ProtocolError
@@ -125,6 +126,9 @@ class ServerConfig:
     ping_timeout_s: float | None = 20.0
     #: Language for streams whose start message says null (None: detect).
     default_language: str | None = None
+    #: Where streams' captions go besides the viewers (YouTube, Zoom, OBS: `streamcap.sinks`);
+    #: a spec's repr hides its target, which may be a secret.
+    sinks: tuple[SinkSpec, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -222,13 +226,15 @@ def live_stream_factory(
     default_language: str | None = None,
     speakers: str = "off",
     on_drop: Callable[[DroppedFinal], None] | None = None,
+    voices: Sequence[Any] = (),
 ) -> StreamFactory:
     """Builds `LiveStream`s on `worker`, per-stream language, task and prompt from `start`
     (a start message without a prompt or vocabulary gets the server's, `base_config.prompt`).
 
     `speakers` "auto": streams are labelled by voice (`runtime.labeller.SpeakerLabeller`, one
     voice encoder for all, loaded at the first such stream) unless their start says "off"; a
-    room's named publishers are never (their name says who spoke)."""
+    room's named publishers are never (their name says who spoke). ``voices``: enrolled
+    voices (`runtime.enrol.EnrolledVoice`, ``--enroll``) every labeller knows from the start."""
     from streamcap.core.live_config import LiveConfig
     from streamcap.runtime.clock import RealClock
     from streamcap.runtime.stream import LiveStream
@@ -240,7 +246,7 @@ def live_stream_factory(
         from streamcap.runtime.labeller import SpeakerLabeller
 
         try:  # the process's one voice encoder, loaded at the first labelled stream
-            return SpeakerLabeller(clock=clock)
+            return SpeakerLabeller(clock=clock, voices=voices)
         except UserError as e:  # its weights are not installed
             raise ProtocolError(
                 CloseCode.UNSUPPORTED_DATA, f"speaker labels unavailable here: {e}"

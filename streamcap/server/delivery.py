@@ -2,11 +2,12 @@
 
 In: captions come from the worker thread through `call_soon_threadsafe`, are numbered into the
 room's `CaptionLog` (`hub.StreamEntry.add`, which wakes the viewers), handed to the recording
-(`record_io.RecordingIO`: written off the event loop, in order) and counted. Out: what a viewer
-at a cursor is sent next, and the finals a subtitle file is made of, with those the log has
-dropped from memory read back from the recording (off the event loop). Its own piece because
-both directions share the one rule of where a stream's finals are: the newest in memory, all
-of them on disk.
+(`record_io.RecordingIO`: written off the event loop, in order), offered to the stream's
+caption sinks (`sinks.runner.SinkRunner`: each in its own task, never waited for) and
+counted. Out: what a viewer at a cursor is sent next, and the finals a subtitle file is made
+of, with those the log has dropped from memory read back from the recording (off the event
+loop). Its own piece because both directions share the one rule of where a stream's finals
+are: the newest in memory, all of them on disk.
 
 Before the log, a room's captions pass its cross-talk check (`rooms.RoomCrossTalk`): a
 sentence a microphone heard from another participant is left out, and a caption that could be
@@ -31,6 +32,9 @@ from typing import Protocol
 
 from streamcap.core.captions import Caption, CaptionEvent
 from streamcap.core.crosstalk import CrossTalkConfig
+from streamcap.core.load_shed import LoadShedder
+from streamcap.core.speaker_names import renamed
+from streamcap.sinks.runner import SinkRunner
 
 from .bucket import ByteBudget
 from .hub import Publication, StreamEntry
@@ -70,12 +74,16 @@ class Delivery:
         rlog: RateLimitedLog,
         budget: ByteBudget,
         crosstalk: CrossTalkConfig | None = CROSSTALK,
+        sinks: SinkRunner | None = None,
     ) -> None:
         self.recording = RecordingIO(recorder) if recorder is not None else None
         self.metrics = metrics
         self.rlog = rlog
         self.budget = budget
         self.crosstalk = crosstalk
+        #: the streams' caption sinks (YouTube, Zoom, OBS): each caption in the log is offered
+        #: to its stream's, as viewers are sent it (renamed); they never wait (`sinks.runner`)
+        self.sinks = sinks
         #: each live room's cross-talk check, and its timer (`_settle`)
         self._checks: dict[str, tuple[RoomCrossTalk, asyncio.TimerHandle | None]] = {}
         #: the rooms with a publisher: their viewers are woken when the last one leaves
@@ -103,6 +111,22 @@ class Delivery:
                 loop.call_soon_threadsafe(self._deliver, entry, cap, pub)
 
         return on_caption
+
+    def pace_callback(self, entry: StreamEntry) -> Callable[[LoadShedder], None]:
+        """Where a pipeline of `entry`'s says its partials' pace changed (`LiveStream.on_pace`,
+        any thread): the entry keeps it, its status viewers are told, /metrics counts it."""
+        loop = asyncio.get_running_loop()
+
+        def apply(pace: str, behind: float) -> None:
+            entry.pace, entry.behind_s = pace, behind
+            self.metrics.pace_changed(pace)
+            _wake(entry)
+
+        def on_pace(shed: LoadShedder) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed at shutdown
+                loop.call_soon_threadsafe(apply, shed.pace.value, round(shed.behind_s, 1))
+
+        return on_pace
 
     def _deliver(self, entry: StreamEntry, cap: CaptionEvent, pub: Publication) -> None:
         """A caption of `pub`'s pipeline: through its room's cross-talk check into the log."""
@@ -178,6 +202,8 @@ class Delivery:
                 self.rlog.error(
                     "record", "stream %s: recording an event failed", entry.stream, exc_info=True
                 )
+        if self.sinks is not None and self.sinks.wants(entry.stream):
+            self.sinks.offer(renamed(out, entry.names))
         self.metrics.captions.labels(out.type).inc()
         if out.type == "final":
             self.metrics.final_latency.observe(max(0.0, out.latency_ms) / 1000.0)

@@ -92,6 +92,16 @@ class StreamEntry:
     #: `clock_start` (monotonic seconds).
     clock_base: float = 0.0
     clock_start: float = 0.0
+    #: The names its labels are shown with (label -> name, `core.speaker_names`): a rename
+    #: changes this map, never a caption (`names.py`). `names_version` counts its changes: a
+    #: viewer told version N has the map of version N.
+    names: dict[str, str] = field(default_factory=dict)
+    names_version: int = 0
+    #: The pace of its captions' partials (`core.load_shed.Pace` value: "live", "thinned",
+    #: "paused") and how many seconds behind the stream is, as its pipeline last said: a
+    #: viewer with `status=1` is told when the pace changes (the overlay says it is behind).
+    pace: str = "live"
+    behind_s: float = 0.0
 
     @property
     def publishing(self) -> bool:
@@ -116,7 +126,17 @@ class StreamEntry:
             next_segment=rec.next_segment,
             audio_s=rec.audio_s,
             restored=True,
+            names=dict(rec.names),
+            names_version=1 if rec.names else 0,
         )
+
+    def rename(self, names: dict[str, str]) -> None:
+        """The labels are shown with ``names`` from now on; the viewers are woken (those
+        who asked are sent the new map: `viewers.py`)."""
+        self.names = names
+        self.names_version += 1
+        for v in self.viewers:
+            v.wake.set()
 
     def begin_session(self, speaker: str = "", now: float | None = None) -> Publication:
         """A publisher starts: alone, its time zero is where the room's content ends; with

@@ -184,7 +184,9 @@ class IngestSession:
                         found = await self.server.hub.open(self.stream)
                         self._begin(m, found)
                         try:
-                            await ws.send(ready_message(self.stream, m.sample_rate))
+                            at = self.publication.time_offset if self.publication else None
+                            epoch = self.entry.log.epoch if self.entry else ""
+                            await ws.send(ready_message(self.stream, m.sample_rate, at, epoch))
                         except ConnectionClosed:  # reset right after its start: not our bug
                             return "dropped"
                         continue
@@ -244,6 +246,8 @@ class IngestSession:
             self.live = server.stream_factory(
                 self.stream, start, server.caption_callback(entry, pub)
             )
+            if hasattr(self.live, "on_pace"):  # a `LiveStream`: it says when it falls behind
+                self.live.on_pace = server.pace_callback(entry)
         except BaseException:
             entry.end_session(pub, 0.0)
             server.hub.release(entry)

@@ -6,8 +6,9 @@ at scrape time by a collector, so nothing has to be kept in sync. Each source ha
 frozen snapshot read field by field, never a dict read back by key: the streams
 (`hub.HubFigures`), the worker (`WorkerFigures`: its books, `runtime.jobs.WorkerStats`, with
 its load, admission and batches, `runtime.worker_status.BatchFigures`), the remote backend
-(`runtime.worker_status.RemoteStatus`). No per-stream labels: stream ids come from clients,
-and a label per id would grow without bound.
+(`runtime.worker_status.RemoteStatus`), the caption sinks (`sinks.runner.SinkFigures`). No
+per-stream labels: stream ids come from clients, and a label per id would grow without bound
+(the sinks' streams are the exception: the server's configuration names them).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from streamcap.runtime.jobs import WorkerStats
     from streamcap.runtime.worker_api import ModelInfo
     from streamcap.runtime.worker_status import BatchFigures, RemoteStatus
+    from streamcap.sinks.runner import SinkFigures
 
     from .hub import HubFigures
 
@@ -77,6 +79,8 @@ class WorkerFigures:
 HubSource = Callable[[], "HubFigures"]
 WorkerSource = Callable[[], WorkerFigures]
 RemoteSource = Callable[[], "RemoteStatus | None"]
+#: the caption sinks (`sinks.runner.SinkRunner.figures`): one snapshot per sink
+SinkSource = Callable[[], "list[SinkFigures]"]
 
 
 def engine_info(engine: ModelInfo) -> dict[str, str]:
@@ -98,11 +102,13 @@ class _LiveCollector(Collector):
         worker: WorkerSource | None,
         info: Mapping[str, str],
         remote: RemoteSource | None = None,
+        sinks: SinkSource | None = None,
     ) -> None:
         self._hub = hub
         self._worker = worker
         self._info = dict(info)
         self._remote = remote
+        self._sinks = sinks
 
     def collect(self) -> Iterator[Metric]:
         if self._hub is not None:
@@ -126,6 +132,9 @@ class _LiveCollector(Collector):
         remote = self._remote() if self._remote is not None else None
         if remote is not None:
             yield from remote_families(remote)
+        sinks = self._sinks() if self._sinks is not None else []
+        if sinks:
+            yield from sink_families(sinks)
 
 
 def hub_families(h: HubFigures) -> Iterator[Metric]:
@@ -219,6 +228,50 @@ def worker_families(w: WorkerFigures) -> Iterator[Metric]:
             yield GaugeMetricFamily(name, doc, value=float(gauge))
 
 
+def sink_families(sinks: list[SinkFigures]) -> Iterator[Metric]:
+    """The caption sinks (`sinks.runner`): one series per sink (kind and stream: they come
+    from the server's configuration, not from clients, so they are few)."""
+    labels = ["sink", "stream"]
+    sent = CounterMetricFamily(
+        "streamcap_sink_captions", "Captions a sink delivered, by type", labels=[*labels, "type"]
+    )
+    failed = CounterMetricFamily(
+        "streamcap_sink_failures",
+        "Captions a sink failed to deliver (after its retries), by type",
+        labels=[*labels, "type"],
+    )
+    dropped = CounterMetricFamily(
+        "streamcap_sink_finals_dropped",
+        "Finals a sink never got: its queue was full, or the server closed",
+        labels=[*labels, "reason"],
+    )
+    coalesced = CounterMetricFamily(
+        "streamcap_sink_partials_coalesced",
+        "Partials replaced by a newer one before a sink took them",
+        labels=labels,
+    )
+    waiting = GaugeMetricFamily(
+        "streamcap_sink_waiting", "Captions waiting in a sink's queue", labels=labels
+    )
+    busy = GaugeMetricFamily(
+        "streamcap_sink_busy_seconds",
+        "How long the delivery under way has taken so far (0: none)",
+        labels=labels,
+    )
+    for f in sinks:
+        at = [f.kind, f.stream]
+        sent.add_metric([*at, "final"], f.delivered_finals)
+        sent.add_metric([*at, "partial"], f.delivered_partials)
+        failed.add_metric([*at, "final"], f.failed_finals)
+        failed.add_metric([*at, "partial"], f.failed_partials)
+        dropped.add_metric([*at, "queue_full"], f.dropped_queue_full)
+        dropped.add_metric([*at, "shutdown"], f.dropped_shutdown)
+        coalesced.add_metric(at, f.coalesced_partials)
+        waiting.add_metric(at, f.waiting)
+        busy.add_metric(at, f.busy_s)
+    yield from (sent, failed, dropped, coalesced, waiting, busy)
+
+
 def remote_families(r: RemoteStatus) -> Iterator[Metric]:
     """The Ray backend (`cluster.remote.RemoteWorker.remote_status`): the cluster, the
     gateway's retries and losses, and one series per replica (replicas are few and come and
@@ -299,11 +352,13 @@ class ServerMetrics:
         worker: WorkerSource | None = None,
         info: Mapping[str, str] | None = None,
         remote: RemoteSource | None = None,
+        sinks: SinkSource | None = None,
     ) -> None:
-        """``hub``, ``worker`` and ``remote`` are read at each scrape (one typed snapshot
-        each); a source not given publishes nothing (the counters below are always there)."""
+        """``hub``, ``worker``, ``remote`` and ``sinks`` are read at each scrape (one typed
+        snapshot each); a source not given publishes nothing (the counters below are always
+        there)."""
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_LiveCollector(hub, worker, info or {}, remote))
+        self.registry.register(_LiveCollector(hub, worker, info or {}, remote, sinks))
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU, fds
         r = self.registry
         self.audio_seconds = Counter(
@@ -333,6 +388,15 @@ class ServerMetrics:
         self.http_requests = Counter(
             "streamcap_http_requests", "Plain HTTP requests", ["status"], registry=r
         )
+        self.pace_changes = Counter(
+            "streamcap_partial_pace_changes",
+            "Streams whose partials changed pace, by the new pace: thinned or paused when the "
+            "worker fell behind, live when it caught up (core.load_shed)",
+            ["pace"],
+            registry=r,
+        )
+        for pace in ("live", "thinned", "paused"):
+            self.pace_changes.labels(pace)
         self.finals_dropped = Counter(
             "streamcap_finals_dropped",
             "Voiced finals that ended with no text, by reason (hallucination guard, no decode)",
@@ -347,6 +411,10 @@ class ServerMetrics:
             self.captions.labels(kind)
         for route in ("ingest", "captions"):
             self.connections.labels(route)
+
+    def pace_changed(self, pace: str) -> None:
+        """A stream's partials changed pace (`core.load_shed`: it fell behind, or caught up)."""
+        self.pace_changes.labels(pace).inc()
 
     def final_dropped(self, dropped: DroppedFinal) -> None:
         """A live stream's voiced final ended with no text (`LiveStream.on_drop`; any thread)."""

@@ -323,9 +323,18 @@ def _dumps(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def ready_message(stream: str, sample_rate: int) -> str:
-    """Answer to a valid start: the client may now send audio."""
-    return _dumps({"type": "ready", "stream": stream, "sample_rate": sample_rate})
+def ready_message(stream: str, sample_rate: int, time: float | None = None, epoch: str = "") -> str:
+    """Answer to a valid start: the client may now send audio. `time`: the stream time where
+    this connection's audio begins (where the stream's finals end after a restart from
+    `--record`, where the audio received ends after a dropped connection) and `epoch`: the
+    stream's log, so a publisher that reconnects knows what to send again (`streamcap
+    publish`)."""
+    msg: dict[str, Any] = {"type": "ready", "stream": stream, "sample_rate": sample_rate}
+    if time is not None:
+        msg["time"] = round(time, 6)
+    if epoch:
+        msg["epoch"] = epoch
+    return _dumps(msg)
 
 
 def error_message(code: int, reason: str) -> str:

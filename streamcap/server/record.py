@@ -34,14 +34,14 @@ import os
 import secrets
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamcap.core.captions import Caption, CaptionLog
 
 from .ratelog import RateLimitedLog
 from .record_index import RecordedLine, RecordingIndex, complete_lines, open_regular
-from .record_lines import MAX_SEQ, BadLine, parse_line
+from .record_lines import MAX_SEQ, BadLine, parse_line, parse_names
 from .record_write import SEQ_BLOCK as SEQ_BLOCK
 from .record_write import RecordWriter
 from .request import EPOCH_RE, STREAM_ID_RE
@@ -70,6 +70,8 @@ class Restored:
     log: CaptionLog
     next_segment: int
     audio_s: float
+    #: the names map its last `names` line set (`names.py`; {} without one)
+    names: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class Recorder(RecordWriter):
         clog = CaptionLog(stream, max_finals=keep, epoch=index.epoch)
         clog.restore(kept, max(reserved, index.last_seq))
         clog.max_finals = max_finals  # its window fills up again as the stream goes on
-        return Restored(clog, index.next_segment, index.audio_s)
+        return Restored(clog, index.next_segment, index.audio_s, dict(index.names))
 
     def finals(self, stream: str, epoch: str, after: int, through: int) -> list[Caption]:
         """Recorded finals of log `epoch` with `after < seq <= through`, in seq order: what a
@@ -225,6 +227,13 @@ class Recorder(RecordWriter):
                 bad += 1
                 continue
             if cap is None:
+                try:  # a rename sets the map (the last one read wins: it holds all of it)
+                    names = parse_names(line)
+                except BadLine:
+                    bad += 1
+                    continue
+                if names is not None:
+                    index.names = names
                 continue
             if cap.seq <= index.last_seq or cap.epoch != index.epoch:
                 same = False

@@ -120,6 +120,8 @@ class RecordingIndex:
         #: where the recording's segment numbers and stream time continue
         self.next_segment = 0
         self.audio_s = 0.0
+        #: the names map of the last `names` line (a rename: `record_lines.parse_names`)
+        self.names: dict[str, str] = {}
         #: renumbered at load (a recording from before epochs, or a foreign one): its numbers
         #: exist only in this index, which is kept as long as the server runs
         self.renumbered = False

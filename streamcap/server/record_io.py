@@ -112,6 +112,10 @@ class RecordingIO:
         if event.type == "final":
             self._submit(lambda: self.recorder.write(event))
 
+    def record_names(self, stream: str, names: dict[str, str], at: float) -> None:
+        """A rename of `stream`'s labels: the whole map appended, after the finals before it."""
+        self._submit(lambda: self.recorder.write_names(stream, dict(names), at))
+
     def reserve(self, stream: str, epoch: str, last_seq: int) -> None:
         """Keep the seqs of log `epoch` reserved ahead of `last_seq` (written in order)."""
         reserved = self.recorder.reservation(stream, epoch, last_seq)

@@ -9,7 +9,8 @@ epochs that `epoch=` accepts, times that are finite, not negative, in order and 
 `cues.MAX_TIME_S` (31 years: the latest a subtitle file holds), words likewise, and text
 without control or format characters (a bidi override in a recording reversed an overlay's
 line). A line that fails is skipped (`BadLine`), with one warning per read (`record.py`);
-nothing here touches a file.
+nothing here touches a file. A `names` line (a rename: `names.py`) is checked as a rename
+request is (`parse_names`).
 """
 
 from __future__ import annotations
@@ -19,15 +20,18 @@ import math
 from typing import Any
 
 from streamcap.core.captions import Caption
+from streamcap.core.speaker_names import NamesError, check_map
 from streamcap.cues import MAX_TIME_S
 
-from .client_text import check_text, parse_speaker, well_formed
+from .client_text import check_text, name_rule, parse_speaker, well_formed
 from .close import ProtocolError
 from .request import EPOCH_RE
 
 #: The largest seq read back: JavaScript's exact integers (a viewer keeps the last seq and sends
 #: it back as `since`, which takes up to 18 digits), so numbering can never pass what either holds.
 MAX_SEQ = 2**53 - 1
+#: The latest time (unix seconds, the year 5138) a `names` line may carry.
+MAX_UNIX_TIME = 1e11
 #: A recorded line is one final (a Whisper window's text and words: a few KB); a longer one is
 #: not ours, and is not even parsed.
 MAX_LINE_BYTES = 256 * 1024
@@ -91,7 +95,7 @@ def parse_line(line: bytes | str) -> Caption | None:
     if not isinstance(d, dict):
         raise BadLine("not a JSON object")
     kind = d.get("type")
-    if kind == "partial":
+    if kind in ("partial", "names"):  # no final: a rename is read by `parse_names`
         return None
     if kind != "final":
         raise BadLine("type must be 'final'")
@@ -119,4 +123,23 @@ def parse_line(line: bytes | str) -> Caption | None:
     try:
         return Caption.from_dict(d)
     except ValueError as e:
+        raise BadLine(str(e)) from None
+
+
+def parse_names(line: bytes | str) -> dict[str, str] | None:
+    """The names map a recorded `names` line sets (``{"type": "names", "names": {...}, "at":
+    T}``, written at each rename: the whole map); None for any other line. `BadLine` if it is
+    not one the server writes: labels and names as a rename takes them, a finite time."""
+    if len(line) > MAX_LINE_BYTES:
+        raise BadLine(f"line longer than {MAX_LINE_BYTES} bytes")
+    try:
+        d = json.loads(line, parse_constant=_constant)
+    except ValueError as e:
+        raise BadLine(f"not JSON: {e}") from None
+    if not isinstance(d, dict) or d.get("type") != "names":
+        return None
+    _number(d.get("at"), "at", 0.0, MAX_UNIX_TIME)
+    try:
+        return check_map(d.get("names"), name_rule)
+    except NamesError as e:
         raise BadLine(str(e)) from None

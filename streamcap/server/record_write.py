@@ -128,6 +128,21 @@ class RecordWriter:
                 f"write:{stream}", "recording %s: seq %d not recorded: %s", stream, cap.seq, e
             )
             return
+        self._append(stream, data)
+
+    def write_names(self, stream: str, names: dict[str, str], at: float) -> None:
+        """Append a rename to the stream's JSONL: the whole names map from now on
+        (``{"type": "names", "names": {...}, "at": unix time}``; `names.py`), which reading
+        back restores (`record_lines.parse_names`)."""
+        if not STREAM_ID_RE.fullmatch(stream):
+            return
+        line = {"type": "names", "names": names, "at": round(at, 3)}
+        was_open = stream in self._files
+        self._append(stream, (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+        if not was_open:  # an ended stream renamed: its file is not kept open for nothing
+            self.close_stream(stream)
+
+    def _append(self, stream: str, data: bytes) -> None:
         name = f"{stream}.jsonl"
         try:
             fd = self._files.get(stream)

@@ -1,4 +1,5 @@
-"""Plain HTTP on the WebSocket port: pages, static files, health, metrics, subtitles.
+"""Plain HTTP on the WebSocket port: pages, static files, health, metrics, subtitles and
+transcripts.
 
 Pure functions from a request path to a `websockets` `Response`; the server decides which
 requests reach here (those that are not WebSocket upgrades).
@@ -18,8 +19,14 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 #: HTML pages by path.
-PAGES = {"/": "index.html", "/index.html": "index.html", "/overlay": "overlay.html"}
-SUBTITLE_RE = re.compile(r"/streams/([A-Za-z0-9_-][A-Za-z0-9_.-]{0,63})\.(srt|vtt)")
+PAGES = {
+    "/": "index.html",
+    "/index.html": "index.html",
+    "/overlay": "overlay.html",
+    "/transcript": "transcript.html",
+    "/transcript.html": "transcript.html",
+}
+SUBTITLE_RE = re.compile(r"/streams/([A-Za-z0-9_-][A-Za-z0-9_.-]{0,63})\.(srt|vtt|txt|md)")
 #: Path components of at most 128 characters, at most 8 deep: a longer name is not one of ours,
 #: and must not reach the file system (ENAMETOOLONG).
 _STATIC_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}(?:/[A-Za-z0-9_.-]{1,128}){0,7}")
@@ -107,7 +114,16 @@ def static_file(web_dir: Path, rel: str) -> Response:
     return response(HTTPStatus.OK, data, ctype, extra)
 
 
+#: A stream's files by suffix (`/streams/ID.<kind>`): subtitles, the plain transcript, minutes.
+DOWNLOAD_TYPES = {
+    "srt": "application/x-subrip; charset=utf-8",
+    "vtt": "text/vtt; charset=utf-8",
+    "txt": "text/plain; charset=utf-8",
+    "md": "text/markdown; charset=utf-8",  # RFC 7763
+}
+
+
 def subtitles(kind: str, render: Callable[[], str | bytes], stream: str) -> Response:
-    ctype = "text/vtt; charset=utf-8" if kind == "vtt" else "application/x-subrip; charset=utf-8"
+    ctype = DOWNLOAD_TYPES[kind]
     disposition = ("Content-Disposition", f'inline; filename="{stream}.{kind}"')
     return response(HTTPStatus.OK, render(), ctype, (disposition,))

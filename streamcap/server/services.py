@@ -18,6 +18,7 @@ from typing import Protocol
 from websockets.asyncio.server import ServerConnection
 
 from streamcap.core.captions import CaptionEvent
+from streamcap.core.load_shed import LoadShedder
 
 from .close import ProtocolError
 from .config import ServerConfig, StreamFactory
@@ -77,6 +78,8 @@ class PublisherServices:
     stream_factory: StreamFactory
     #: where a publication's captions go, from any thread (`delivery.Delivery`)
     caption_callback: Callable[[StreamEntry, Publication], Callable[[CaptionEvent], None]]
+    #: where a live stream says its partials' pace changed, from any thread (`delivery`)
+    pace_callback: Callable[[StreamEntry], Callable[[LoadShedder], None]]
     #: a publisher came or went: the worker's meter counts the live rooms
     streams_changed: Callable[[], None]
     #: a publisher of the room has gone: what its captions wait for is decided now, so its

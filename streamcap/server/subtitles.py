@@ -1,5 +1,6 @@
-"""`/streams/<id>.srt|.vtt`: a stream's subtitle file, made off the event loop, kept as the
-stream's finals grow, paced per client address, and let go of when its reader stalls.
+"""`/streams/<id>.srt|.vtt|.txt|.md`: a stream's subtitle file (or its plain transcript, or
+its minutes), made off the event loop, kept as the stream's finals grow, paced per client
+address, and let go of when its reader stalls.
 
 Its own piece because it is the one HTTP response that costs real work and real bandwidth:
 10 000 finals (older ones read back from the recording) take a while to render, and a looping
@@ -28,6 +29,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from streamcap.core.captions import Caption
+from streamcap.core.speaker_names import renamed
 
 from . import routes
 from .accept import peer_address
@@ -45,8 +47,10 @@ from .subtitle_doc import SubtitleDoc
 SUBTITLE_CACHE_SIZE = 512
 SUBTITLE_CACHE_BYTES = 256 * 2**20
 
-#: ((stream, kind) -> (epoch, newest final's seq) it was made for, the file being made)
-_Made = dict[tuple[str, str], tuple[tuple[str, int], "asyncio.Task[SubtitleDoc]"]]
+#: ((stream, kind) -> (epoch, newest final's seq, names map) it was made for, the file being
+#: made)
+_State = tuple[str, int, tuple[tuple[str, str], ...]]
+_Made = dict[tuple[str, str], tuple[_State, "asyncio.Task[SubtitleDoc]"]]
 
 
 class SubtitleDownloads:
@@ -134,14 +138,18 @@ class SubtitleDownloads:
         made before is extended with the new finals rather than made again."""
         key = (entry.stream, kind)
         finals = entry.log.finals()  # a copy: the thread works on what the log holds now
-        state = (entry.log.epoch, finals[-1].seq if finals else 0)
+        names = tuple(sorted(entry.names.items()))  # renamed speakers (`names.py`)
+        state = (entry.log.epoch, finals[-1].seq if finals else 0, names)
         made = self._made.get(key)
         if made is not None and made[0] == state and not made[1].cancelled():
             return made[1]
-        before = made[1] if made is not None else None
+        # a file made under another names map is made again, not extended
+        before = made[1] if made is not None and made[0][2] == names else None
         dropped = entry.log.dropped_seq
+        # the minutes' date: the day this server first had the stream (its local time)
+        day = time.strftime("%Y-%m-%d", time.localtime(entry.created))
         task = asyncio.ensure_future(
-            self._make(kind, entry.stream, state[0], finals, dropped, before)
+            self._make(kind, entry.stream, state[0], finals, dropped, before, day, dict(names))
         )
         self._made.pop(key, None)
         self._made[key] = (state, task)
@@ -173,9 +181,14 @@ class SubtitleDownloads:
         finals: list[Caption],
         dropped: int,
         before: asyncio.Task[SubtitleDoc] | None,
+        day: str = "",
+        names: dict[str, str] | None = None,
     ) -> SubtitleDoc:
-        """The file of the log's finals (`finals` in memory, those through `dropped` on disk):
-        the one made `before` extended if it can be, else made whole."""
+        """The file of the log's finals (`finals` in memory, those through `dropped` on disk),
+        their speakers shown as `names` says: the one made `before` extended if it can be,
+        else made whole."""
+        shown = names or {}
+        finals = [renamed(c, shown) for c in finals]
         doc = None
         if before is not None:  # made one after the other: each extends the last
             with contextlib.suppress(Exception):
@@ -183,8 +196,12 @@ class SubtitleDownloads:
         if doc is not None and doc.epoch == epoch and doc.appendable:
             new = [c for c in finals if c.seq > doc.through]
             if dropped > doc.through:  # finals the log has dropped since: on disk
-                new = await self.delivery.older_finals(stream, epoch, doc.through, dropped) + new
+                old = await self.delivery.older_finals(stream, epoch, doc.through, dropped)
+                new = [renamed(c, shown) for c in old] + new
             if await asyncio.to_thread(doc.extend, new):
                 return doc
         older = await self.delivery.older_finals(stream, epoch, 0, dropped)
-        return await asyncio.to_thread(SubtitleDoc.render, kind, epoch, older + finals)
+        older = [renamed(c, shown) for c in older]
+        return await asyncio.to_thread(
+            lambda: SubtitleDoc.render(kind, epoch, older + finals, title=stream, date=day)
+        )

@@ -11,6 +11,11 @@ when a publisher starts and when its last one leaves: `delivery.Delivery`). An o
 on a stream nobody publishes on can then say so instead of staying blank. It is asked for,
 not sent to every viewer, because a client written before it may take every message for a
 caption.
+
+A viewer that asks with `names=1` is sent the stream's names map (`names.py`: a rename of its
+speakers) as a `names` message after the captions when it connects with a map set, and again
+at each rename, so a page relabels the captions on its screen. Every viewer gets its captions
+renamed (`names.renamed`), so one that does not ask still sees the new name on what comes.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from websockets.exceptions import ConnectionClosed
 from .accept import peer_address
 from .close import CloseCode, ProtocolError
 from .hub import StreamEntry, Viewer
+from .names import names_json, renamed
 from .request import resume_cursor
 from .services import ViewerServices
 
@@ -55,7 +61,9 @@ async def serve_viewer(
     done = asyncio.Event()
     server.viewer_done.add(done)
     sender = asyncio.create_task(
-        _send_loop(server, ws, entry, viewer, peer_address(ws), _wants_status(ws))
+        _send_loop(
+            server, ws, entry, viewer, peer_address(ws), _wants(ws, "status"), _wants(ws, "names")
+        )
     )
     reader = asyncio.create_task(_drain(ws))
     try:
@@ -82,16 +90,21 @@ async def _drain(ws: ServerConnection) -> None:
         pass
 
 
-def _wants_status(ws: ServerConnection) -> bool:
-    """The viewer asked for status messages (`status=1`; the query was checked already)."""
+def _wants(ws: ServerConnection, what: str) -> bool:
+    """The viewer asked for `what` messages (`status=1`, `names=1`; the query was checked
+    already)."""
     path = ws.request.path if ws.request is not None else ""
-    return dict(parse_qsl(urlsplit(path).query)).get("status") == "1"
+    return dict(parse_qsl(urlsplit(path).query)).get(what) == "1"
 
 
-def status_json(stream: str, publishing: bool) -> str:
+def status_json(stream: str, publishing: bool, pace: str = "live", behind_s: float = 0.0) -> str:
     """The status message: whether anyone publishes on `stream` now (no `seq`: it is not a
-    caption and is never replayed)."""
-    return json.dumps({"type": "status", "stream": stream, "publishing": publishing})
+    caption and is never replayed), and, while its captions fall behind (the worker cannot
+    keep up: `core.load_shed`), by how much and how its partials give way."""
+    msg: dict[str, object] = {"type": "status", "stream": stream, "publishing": publishing}
+    if publishing and pace != "live":
+        msg.update(behind=True, behind_s=behind_s, partials=pace)
+    return json.dumps(msg)
 
 
 async def _send(
@@ -121,19 +134,22 @@ async def _send_loop(
     viewer: Viewer,
     address: str,
     status: bool = False,
+    names: bool = False,
 ) -> str:
     """Send the log from the viewer's cursor on, whenever woken (a replay from the recording
-    comes a chunk at a time, paid for from `address`'s budget); at shutdown, what is left.
-    With `status`, after the captions, whether anyone publishes when the viewer has not been
-    told it yet."""
-    told: bool | None = None  # what this viewer was last told of the stream's publishing
+    comes a chunk at a time, paid for from `address`'s budget), renamed by the stream's names
+    map; at shutdown, what is left. With `status`, after the captions, whether anyone
+    publishes when the viewer has not been told it yet; with `names`, the names map when it
+    changed since the viewer was told (on connect: when one is set)."""
+    told: tuple[bool, str] | None = None  # what it was last told: publishing, pace
+    told_names = 0  # the names map's version it has (0: none set, nothing to tell)
     while True:
         await viewer.wake.wait()
         viewer.wake.clear()
         batch, recorded_through = await server.replay(entry, viewer.cursor, address)
         for cap in batch:
             try:
-                data = cap.to_json().encode("utf-8")
+                data = renamed(cap, entry.names).to_json().encode("utf-8")
             except Exception:  # one event that cannot be sent never ends the viewer
                 server.rlog.error(
                     "event_encode",
@@ -149,9 +165,16 @@ async def _send_loop(
                 return failed
             viewer.cursor = cap.seq
             server.metrics.events_sent.inc()
-        if status and recorded_through is None and entry.publishing != told:
-            told = entry.publishing
-            failed = await _send(server, ws, entry, viewer, status_json(entry.stream, told))
+        if names and recorded_through is None and entry.names_version != told_names:
+            told_names = entry.names_version
+            failed = await _send(server, ws, entry, viewer, names_json(entry.stream, entry.names))
+            if failed:
+                return failed
+        now = (entry.publishing, entry.pace if entry.publishing else "live")
+        if status and recorded_through is None and now != told:
+            told = now
+            msg = status_json(entry.stream, now[0], now[1], entry.behind_s)
+            failed = await _send(server, ws, entry, viewer, msg)
             if failed:
                 return failed
         if recorded_through is not None:  # a chunk of the recording: the next one follows

@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
 _EXPORTS = {
     "CampplusEncoder": "campplus",
     "CampplusMissing": "campplus",
-    "SPEAKER_MODELS": "registry",
     "Encoder": "registry",
+    "SPEAKER_MODELS": "registry",
     "default_model": "registry",
     "encoder_for": "registry",
     "load_encoder": "registry",

@@ -1,5 +1,5 @@
-"""The cue policy (`streamcap.cues`) and the time formats: wrapping, balanced cues, cuts at
-sentence ends."""
+"""The cue policy (`streamcap.cues`, `streamcap.cue_layout`) and the time formats: wrapping,
+the fewest lines, cuts at sentence ends (the filling rules: tests/formats/test_cue_fill.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from captionkit import LONG
 
-from streamcap.cues import sentences, split_cues, wrap_text
+from streamcap.cue_layout import sentences, wrap_text
+from streamcap.cues import split_cues
 from streamcap.formats import (
     file_formats,
     format_of,
@@ -41,9 +42,9 @@ def test_wrap_text_word_boundaries_and_long_words() -> None:
     assert " ".join(lines) == LONG
     assert wrap_text("  a   b  ") == ["a b"]
     assert wrap_text("") == []
-    url = "x" * 100
-    assert wrap_text(f"see {url} now", 42) == ["see", "x" * 42, "x" * 42, "x" * 16 + " now"]
-    assert wrap_text("z" * 84 + " end") == ["z" * 42, "z" * 42, "end"]
+    url = "x" * 100  # a word is never split: one too long for a line stands alone on it
+    assert wrap_text(f"see {url} now", 42) == ["see", url, "now"]
+    assert wrap_text("z" * 84 + " end") == ["z" * 84, "end"]
 
 
 def test_split_cues_short_text_is_one_balanced_cue() -> None:
@@ -51,7 +52,8 @@ def test_split_cues_short_text_is_one_balanced_cue() -> None:
     [(t0, t1, lines)] = split_cues(text, 1.0, 3.0)
     assert (t0, t1) == (1.0, 3.0)
     assert lines == ["Hello there, this is a", "sentence of about fifty chars."]
-    assert split_cues("one", 2.0, 1.0) == [(2.0, 2.0, ["one"])]  # end before start: zero span
+    # end before start: a cue of the files' millisecond, never none
+    assert split_cues("one", 2.0, 1.0) == [(2.0, 2.001, ["one"])]
     assert split_cues("   ", 0.0, 1.0) == []
 
 
@@ -66,13 +68,14 @@ def test_split_cues_long_text_spreads_over_span() -> None:
     assert " ".join(" ".join(lines) for _, _, lines in cues) == LONG
 
 
-def test_split_cues_falls_back_to_greedy_when_even_split_overflows() -> None:
-    cues = split_cues("y" * 100, 0.0, 1.0)  # one unbreakable "word", cut into 42+42+16
-    assert [len(lines) for _, _, lines in cues] == [1, 2]
-    # Evening these out by characters would need a 3-line cue: keep the greedy grouping.
+def test_split_cues_uses_the_fewest_lines_and_never_splits_a_word() -> None:
+    assert split_cues("y" * 100, 0.0, 1.0) == [(0.0, 1.0, ["y" * 100])]  # one word, one line
     text = " ".join("x" * n for n in [35, 10, 5, 20, 3, 40, 3, 1, 1])
     cues = split_cues(text, 0.0, 5.0)
-    assert [lines for _, _, lines in cues] == [wrap_text(text)[:2], wrap_text(text)[2:]]
+    lines = [x for _, _, cue in cues for x in cue]
+    assert len(lines) == len(wrap_text(text)) == 4  # as few as greedy filling gives
+    assert " ".join(lines) == text and all(len(x) <= 42 for x in lines)
+    assert [len(x.split()) for x in lines] == [1, 4, 1, 3]  # the 35 and the 40 fit nothing else
     assert cues[-1][1] == 5.0
 
 
@@ -91,37 +94,42 @@ def test_sentences_cut_at_sentence_ends_only() -> None:
     assert sentences("") == []
 
 
-def test_split_cues_prefers_sentence_ends() -> None:
+def test_split_cues_prefers_sentence_ends_where_they_cost_no_line() -> None:
     text = (
         "It was late. We walked home through the rain and the cold wind, talking about "
         "nothing. Then we slept."
     )
     cues = split_cues(text, 0.0, 10.0)
-    # The even split would cut mid-sentence ("... the rain and the"); sentences stay whole.
+    # a cue per sentence took 4 lines where 3 hold the text: fewest lines, cut at the clause
     assert [" ".join(lines) for _, _, lines in cues] == [
-        "It was late.",
-        "We walked home through the rain and the cold wind, talking about nothing.",
-        "Then we slept.",
+        "It was late. We walked home through the rain and the cold wind,",
+        "talking about nothing. Then we slept.",
     ]
+    two = "Bobby ripped the ledger. Please leave your message after the tone."
+    assert split_cues(two, 0.0, 4.0)[0][2] == [
+        "Bobby ripped the ledger.",
+        "Please leave your message after the tone.",
+    ]  # two lines either way: the break at the sentence end
     assert [c[0] for c in cues][1:] == [c[1] for c in cues][:-1] and cues[-1][1] == 10.0
     for _, _, lines in cues:
         assert len(lines) <= 2 and all(len(x) <= 42 for x in lines)
 
 
-def test_split_cues_packs_short_sentences_and_splits_long_ones_evenly() -> None:
+def test_split_cues_packs_short_sentences_and_fills_the_lines() -> None:
     short = "Yes. No. Maybe so."
     long = "Then " + " ".join(["word"] * 40) + "."
-    cues = split_cues(f"{short} {long} Done.", 0.0, 30.0)
+    text = f"{short} {long} Done."
+    cues = split_cues(text, 0.0, 30.0)
     texts = [" ".join(lines) for _, _, lines in cues]
-    assert texts[0] == short  # whole sentences that fit together share a cue
-    assert " ".join(texts[1:-1]) == long and len(texts) >= 4  # a long one alone, evened out
-    assert texts[-1] == "Done."
+    assert " ".join(texts) == text
+    assert sum(len(lines) for _, _, lines in cues) == len(wrap_text(text))  # the fewest lines
+    assert texts[-1].endswith("word. Done.")  # no lone "Done." cue
     for _, _, lines in cues:
         assert len(lines) <= 2 and all(len(x) <= 42 for x in lines)
 
 
 def test_formats_and_format_of() -> None:
-    assert file_formats() == ("srt", "vtt", "jsonl", "txt", "json")
+    assert file_formats() == ("srt", "vtt", "jsonl", "txt", "json", "md", "tsv")
     assert format_of("a.SRT") == "srt" and format_of(Path("x/b.jsonl")) == "jsonl"
     assert format_of("a.doc") is None and format_of("captions") is None
 
@@ -145,5 +153,4 @@ def test_a_long_word_wraps_in_linear_time() -> None:
 
     small, large = best(250_000), best(1_000_000)
     assert large / small < 8, f"{small:.3f} s, then {large:.3f} s for 4x the word"
-    lines = wrap_text("x" * 100 + " y", 42)
-    assert lines == ["x" * 42, "x" * 42, "x" * 16 + " y"]
+    assert wrap_text("x" * 100 + " y", 42) == ["x" * 100, "y"]

@@ -44,8 +44,9 @@ def _final(text: str) -> Caption:
 
 
 def test_the_shipped_formats() -> None:
-    assert file_formats() == ("srt", "vtt", "jsonl", "txt", "json")
-    assert live_formats() == ("srt", "vtt", "jsonl", "txt")  # whisper's JSON needs decodes
+    assert file_formats() == ("srt", "vtt", "jsonl", "txt", "json", "md", "tsv")
+    # whisper's JSON needs each final's decode: not live
+    assert live_formats() == ("srt", "vtt", "jsonl", "txt", "md", "tsv")
     assert cue_formats() == ("srt", "vtt")
 
 

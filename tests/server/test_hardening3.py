@@ -377,9 +377,9 @@ def test_subtitles_are_rendered_off_the_event_loop(
     threads: list[str] = []
     real = SubtitleDoc.render
 
-    def spy(cls: type[SubtitleDoc], *args: Any) -> SubtitleDoc:
+    def spy(cls: type[SubtitleDoc], *args: Any, **kw: Any) -> SubtitleDoc:
         threads.append(threading.current_thread().name)
-        return real(*args)
+        return real(*args, **kw)
 
     monkeypatch.setattr(SubtitleDoc, "render", classmethod(spy))
     _publish(srv, "render", 2)

@@ -23,8 +23,9 @@ def test_the_pair_names_the_same_real_stream() -> None:
     assert links == StreamLinks(
         mic="http://127.0.0.1:8765/?stream=main",
         overlay="http://127.0.0.1:8765/overlay?stream=main",
+        transcript="http://127.0.0.1:8765/transcript?stream=main",
     )
-    assert "ID" not in links.mic + links.overlay
+    assert "ID" not in links.mic + links.overlay + links.transcript
 
 
 def test_tokens_go_where_each_page_needs_them_quoted() -> None:
@@ -40,13 +41,16 @@ def test_tokens_go_where_each_page_needs_them_quoted() -> None:
     }
     assert overlay.path == "/overlay"
     assert parse_qs(overlay.query) == {"stream": ["standup"], "token": ["v w/+"]}
+    transcript = urlsplit(links.transcript)
+    assert transcript.path == "/transcript"
+    assert parse_qs(transcript.query) == {"stream": ["standup"], "token": ["v w/+"]}
 
 
 def test_hidden_tokens_for_a_terminal_that_may_be_a_log() -> None:
     links = stream_links(
         "http://h:1", publish_token="secret-p", view_token="secret-v", hidden="<x>"
     )
-    assert "secret" not in links.mic + links.overlay
+    assert "secret" not in links.mic + links.overlay + links.transcript
     assert links.mic == "http://h:1/?stream=main&token=<x>&view_token=<x>"
     assert links.overlay == "http://h:1/overlay?stream=main&token=<x>"
 

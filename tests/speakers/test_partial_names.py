@@ -1,4 +1,4 @@
-"""When a partial may carry a name (issue 37, item 1): `core.speakers.name_partial` on
+"""When a partial may carry a name (issue 37, item 1): `core.speaker_partials.name_partial` on
 synthetic embeddings (the same synthetic voices as tests/speakers/test_speakers.py: pairwise
 similarity 0.5-0.65, as different real voices have), and the labeller stage on real audio."""
 
@@ -11,12 +11,8 @@ import pytest
 from test_speakers import clip, utterance, voices
 
 from streamcap.core.captions import CaptionEvent
-from streamcap.core.speakers import (
-    SpeakerConfig,
-    SpeakerTracker,
-    name_partial,
-    unit,
-)
+from streamcap.core.speaker_partials import name_partial
+from streamcap.core.speakers import SpeakerConfig, SpeakerTracker, unit
 
 SR = 16000
 

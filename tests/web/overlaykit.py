@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from streamcap.core.captions import CaptionEvent
+from streamcap.core.decode_types import WordTiming
 from streamcap.server.client import publish, ws_url
 from streamcap.server.config import ServerConfig
 from streamcap.server.thread import ServerThread
@@ -46,10 +47,11 @@ SCRIPTS: dict[str, Sequence[dict[str, Any]] | queue.Queue[dict[str, Any]]] = {}
 def caption(ev: dict[str, Any]) -> CaptionEvent:
     """A script's event as the pipeline hands it to the server."""
     text = ev["text"]
+    words = tuple(WordTiming(w, a, b, 0.9) for w, a, b in ev.get("words", ()))  # (word, start, end)
     return CaptionEvent(
         ev["type"], ev["segment"], text, ev.get("start", 0.0), ev.get("end", 0.0),
         ev.get("committed_chars", len(text) if ev["type"] == "final" else 0),
-        ev.get("latency_ms", 300.0), speaker=ev.get("speaker", ""),
+        ev.get("latency_ms", 300.0), words=words, speaker=ev.get("speaker", ""),
     )  # fmt: skip
 
 

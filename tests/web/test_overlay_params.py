@@ -180,10 +180,11 @@ def _overlay_with_every_colour(page: Any, url: str) -> None:
           const words = [{word: "hello", start: 100 + k, end: 100.4 + k, probability: 0.9},
                          {word: "there", start: 100.5 + k, end: 109 + k, probability: 0.9}];
           o.show({type: "final", seq: ++seq, segment: seq, text: "hello there",
-                  speaker: "Speaker " + (k + 1), words, committed_chars: 11});
+                  speaker: "Speaker " + (k + 1), words, committed_chars: 11,
+                  start: 100 + k, end: 109 + k, latency_ms: 300});
         }
         o.show({type: "partial", seq: ++seq, segment: seq, text: "still talking",
-                speaker: "Speaker 8", committed_chars: 0});
+                speaker: "Speaker 8", committed_chars: 0, start: 116, end: 118, latency_ms: 300});
       }"""
     )
     page.wait_for_function("() => document.querySelector('#box .now')")

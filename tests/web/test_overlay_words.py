@@ -52,6 +52,16 @@ RECORDER = """() => {
 }"""
 
 
+# Every 20 ms: count the moments a speaker has two lit words (`window.twoLit`).
+ONE_EACH = """() => {
+  window.twoLit = 0;
+  setInterval(() => {
+    const whos = [...document.querySelectorAll('#box .now')].map((el) => el.dataset.who);
+    if (new Set(whos).size !== whos.length) window.twoLit++;
+  }, 20);
+}"""
+
+
 @pytest.fixture(scope="module")
 def server(worker: Any) -> Iterator[ServerThread]:
     with ServerThread(ServerConfig(port=0), worker) as srv:
@@ -77,29 +87,58 @@ def _shot(page: Any, name: str, tmp_path: Path) -> Path:
     return path
 
 
+# Every 50 ms: the lit word, whether it is a partial's, and the newest word on screen.
+LIVE = """() => {
+  window.liveLog = [];
+  setInterval(() => {
+    const words = [...document.querySelectorAll('#box [data-start]')];
+    const lit = document.querySelector('#box .now');
+    window.liveLog.push({ t: performance.now(), lit: lit ? lit.textContent : null,
+      partial: !!(lit && lit.matches('.partial, .stable')),
+      newest: words.length ? words[words.length - 1].textContent : null,
+      finals: window.streamcapOverlay.model.finals.length });
+  }, 50);
+}"""
+
+
 def test_highlighted_word_follows_the_speech(
     server: ServerThread, browser: Any, speech: dict, tmp_path: Path
 ) -> None:
+    """The read-along of finals (`partial=hidden`: words come only with the final), and, on
+    a second overlay of the same speech, the live highlight: the word being said, a partial's
+    while the sentence goes on, the newest word on screen."""
     from playwright.sync_api import expect
 
     page = browser.new_page()
     page.set_viewport_size({"width": 1920, "height": 1080})
-    page.goto(server.url("/overlay?stream=kara&highlight=words&lines=2&hold=0"))
+    page.goto(server.url("/overlay?stream=kara&highlight=words&lines=2&hold=0&partial=hidden"))
     page.evaluate(RECORDER)
+    live = browser.new_page()
+    live.set_viewport_size({"width": 1920, "height": 1080})
+    live.goto(server.url("/overlay?stream=kara&highlight=words&lines=2&hold=0"))
+    live.evaluate(LIVE)
     gap = np.zeros(8000, np.float32)
     sender = _send(server, "kara", np.concatenate([gap, speech["en_real_jfk"], gap]))
     try:
         box = page.locator("#box")
-        # mid-sentence: a word of a final is highlighted while the next ones wait
-        lit = "() => window.nowLog.length >= 4 && document.querySelector('#box .now')"
-        page.wait_for_function(lit, timeout=90_000)
-        _shot(page, "overlay-words.png", tmp_path)
+        # mid-sentence, live: a partial's word is lit while the sentence goes on
+        live.wait_for_function("() => window.liveLog.some((p) => p.partial)", timeout=90_000)
+        _shot(live, "overlay-words.png", tmp_path)
         expect(box).to_contain_text(re.compile(r"for\s+your\s+country", re.I), timeout=90_000)
         page.wait_for_function(
             "() => window.streamcapOverlay.clock.remaining(performance.now()) === 0", timeout=30_000
         )
     finally:
         sender.join(120)
+    # live: once a word is lit, it is the newest on screen (the light goes out after the
+    # speaker's last final), partial words included, and partials came while finals did not
+    polls = live.evaluate("window.liveLog")
+    lit = [p for p in polls if p["lit"]]
+    assert any(p["partial"] for p in lit), lit[:5]
+    partial_at = [p["finals"] for p in lit if p["partial"]]
+    assert len(set(partial_at)) >= 2, partial_at  # lit between finals, not only after one
+    assert all(p["lit"] == p["newest"] for p in lit), [p for p in lit if p["lit"] != p["newest"]]
+    live.wait_for_function("() => !document.querySelector('#box .now')", timeout=10_000)
     log = page.evaluate("window.nowLog")
     finals = page.evaluate("window.streamcapOverlay.model.finals")
     assert finals and all(f["times"] for f in finals), finals  # every final came with word times
@@ -127,14 +166,16 @@ def test_highlighted_word_follows_the_speech(
     _shot(page, "overlay.png", tmp_path)
 
 
-def test_each_speaker_of_a_room_has_its_own_read_along(
+def test_each_speaker_of_a_room_has_their_own_lit_word(
     server: ServerThread, browser: Any, speech: dict, tmp_path: Path
 ) -> None:
-    """Two publishers in one room, each with its own audio clock: both get their words lit."""
+    """Two publishers in one room, each with its own audio clock: both get their words lit,
+    at most one word each at a time."""
     page = browser.new_page()
     page.set_viewport_size({"width": 1920, "height": 1080})
     page.goto(server.url("/overlay?stream=kroom&highlight=words&lines=3&size=36&hold=0"))
     page.evaluate(RECORDER)
+    page.evaluate(ONE_EACH)
     gap = np.zeros(16000, np.float32)
     ana = np.concatenate([gap, speech["en_real_forever"], gap])
     ben = np.concatenate([gap, gap, gap, speech["en_real_goforward"], gap])
@@ -146,14 +187,9 @@ def test_each_speaker_of_a_room_has_its_own_read_along(
     finally:
         for s in senders:
             s.join(120)
-    # the last final's words light at their spoken pace after it arrives: let them play
-    each_lit = (
-        "() => ['Ana', 'Ben'].every((w) => window.nowLog.filter((e) => e.who === w).length >= 2)"
-    )
-    page.wait_for_function(each_lit, timeout=30_000)
     names = page.locator("#box .speaker").all_inner_texts()
     assert {"Ana:", "Ben:"} <= set(names), names
     log = page.evaluate("window.nowLog")
     for who in ("Ana", "Ben"):
-        starts = [e["start"] for e in log if e["who"] == who]
-        assert len(starts) >= 2 and starts == sorted(starts), (who, starts)
+        assert [e for e in log if e["who"] == who], (who, log)
+    assert page.evaluate("window.twoLit") == 0, "a speaker had two words lit at once"
