@@ -72,6 +72,11 @@ class DecodeOrder:
 StreamOutput = DroppedFinal | CaptionEvent | DecodeOrder
 
 
+#: Seconds after its last decode came back, with none out, a stream counts as caught up (a pause
+#: in the speech: the worker has nothing of it to do).
+RECENT_S = 2.0
+
+
 class StreamProtocol:
     """One stream's rules (see the module docstring). Not thread-safe: its driver serialises
     the calls (`runtime.stream.LiveStream` holds its lock around each). ``vad`` is the
@@ -95,6 +100,7 @@ class StreamProtocol:
         self._ended = False
         self._shedder = LoadShedder(self.config.load_shed)
         self._last_latency = 0.0  # of the latest decode back: behind until one comes back sooner
+        self._last_back = 0.0  # ... and when it came (a stream idle since has caught up)
 
     # ------------------------------------------------------------------ inputs
 
@@ -138,7 +144,7 @@ class StreamProtocol:
         req = self._orders.pop(request, None)
         if req is None:
             return
-        self._last_latency = max(0.0, now - req.end)
+        self._last_latency, self._last_back = max(0.0, now - req.end), now
         self._shed(now)
         self._queue(self._policy.on_result(req, self._lock_language(req, result), now))
 
@@ -234,7 +240,8 @@ class StreamProtocol:
         """Measure how far behind the stream is and set its partials' pace (`core.load_shed`)."""
         ends = [r.end for r in self._orders.values()]
         sh = self._shedder
-        sh.update(now, max(self._last_latency, behind_s(now, ends, self._final_cost)))
+        recent = self._last_latency if ends or now - self._last_back < RECENT_S else 0.0
+        sh.update(now, max(recent, behind_s(now, ends, self._final_cost)))
         self._policy.set_pace(sh.interval_scale(), sh.partial_beside_final)
 
     def _early_finals(self) -> bool:

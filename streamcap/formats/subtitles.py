@@ -104,7 +104,9 @@ def _render_cues(writer: SubtitleWriter, captions: Iterable[Caption]) -> str:
     """Every cue of the finals among `captions`, sorted by start time (stable), with its
     speaker: cues of overlapping finals interleave by when they were said."""
     cues = [cue for c in in_time_order(captions) for cue in writer.cues(c)]
-    for cue in sorted(cues, key=lambda cue: cue[0][0][0]):
+    # by the start as written (whole milliseconds): a cue a rule moved by a fraction of one
+    # (a zero-length one given its millisecond) keeps its place among cues written alike
+    for cue in sorted(cues, key=lambda cue: round(cue[0][0][0] * 1000)):
         writer._file.write(writer._cue(*cue))
     return writer._file.getvalue()  # type: ignore[attr-defined]
 

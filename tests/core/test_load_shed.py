@@ -115,3 +115,39 @@ def test_a_slow_worker_gets_fewer_partials_and_its_finals_wait_less() -> None:
     assert on[0] < off[0]  # partials gave way
     assert on[1] < off[1]  # and the finals came sooner
     assert on[2].load.time_in["thinned"] + on[2].load.time_in["paused"] > 0
+
+
+def test_a_stream_with_nothing_out_for_a_while_has_caught_up() -> None:
+    """Late results pause the partials; in the pause that follows, with no decode out, the
+    stream counts as caught up after `RECENT_S` (its next utterance gets partials again)."""
+    from streamcap.core.stream import RECENT_S
+
+    p = StreamProtocol(LiveConfig(language="en"), energy_vad())
+    t, step = 0.0, SR // 10
+    talk = (0.2 * RNG.standard_normal(3 * SR)).astype(np.float32)
+    audio = np.concatenate([talk, np.zeros(8 * SR, np.float32)])
+    for i in range(0, len(audio), step):
+        t = (i + step) / SR
+        p.receive_audio(audio[i : i + step], t)
+        for o in p.take_outputs():
+            if isinstance(o, DecodeOrder):  # every decode comes back 3 s late
+                p.prepare(o.request.id)
+                late = o.request.end + 3.0
+                p.receive_result(o.request.id, _result("late words"), late)
+        if p.load.pace is Pace.PAUSED:
+            break
+    assert p.load.pace is Pace.PAUSED and p.outstanding == 0
+    back, paces = None, []
+    for i in range(int(t * SR), len(audio), step):
+        t = (i + step) / SR
+        p.receive_audio(audio[i : i + step], t)
+        for o in p.take_outputs():
+            if isinstance(o, DecodeOrder):  # the utterance's final, 3 s late too
+                p.prepare(o.request.id)
+                back = t + 3.0
+                p.receive_result(o.request.id, _result("late words"), back)
+        if back is not None:
+            paces.append((t - back, p.load.pace))
+    assert back is not None and p.outstanding == 0
+    assert all(pace is Pace.PAUSED for since, pace in paces if since < RECENT_S - 0.1)
+    assert [pace for since, pace in paces if since > RECENT_S + 0.1][-1] is Pace.LIVE

@@ -2,7 +2,7 @@
 
 A real server on loopback with the bundled model and real speech (JFK). The load shedding
 thresholds are set below what any real decode takes (20 ms), so the stream is "behind" from
-its first decode on whatever machine runs this: what is under test is that the server acts
+each utterance's first decode on whatever machine runs this: what is under test is that the server acts
 on it, not the machine's speed (tests/core/test_load_shed.py has the rule itself). A viewer
 that asked with `status=1` is told that the captions are behind and by how much; /metrics
 counts the change of pace; partials stop while every final still comes, whole.
@@ -49,9 +49,11 @@ def test_a_stream_behind_says_so_and_keeps_every_final(
     assert behind, watcher.events
     assert behind[0]["partials"] in ("thinned", "paused") and behind[0]["behind_s"] >= 0
     assert "seq" not in behind[0]  # a status, not a caption
-    # partials gave way: none once the stream was paused (its first decode told it so)
+    # partials gave way: at most the first of each utterance (after a pause with nothing out
+    # for `RECENT_S` the stream counts as caught up; its next decode says it is not)
     partials = [e for e in watcher.events if e["type"] == "partial"]
-    assert len(partials) <= 1, partials
+    segments = [e["segment"] for e in partials]
+    assert len(segments) == len(set(segments)), partials
     metrics = http_get(srv.url("/metrics"))[2]
     paused = re.search(r'streamcap_partial_pace_changes_total\{pace="paused"\} (\S+)', metrics)
     assert paused is not None and float(paused.group(1)) >= 1, metrics
