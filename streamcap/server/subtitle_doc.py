@@ -90,7 +90,9 @@ class SubtitleDoc:
         new = _in_time_order(finals)
         end = self._end
         for c in new:
-            if c.start < end:
+            if c.start < end or (c.end - c.start) * 1000 < len(c.text.split()) + 1:
+                # (a final too short for a millisecond per cue: the cue rules stretch its cues
+                # past its end, where the next final's may start; the whole render orders them)
                 return False
             end = max(end, c.start, c.end)
         for c in new:

@@ -2,10 +2,10 @@
 
 A real server on loopback with the bundled model and real speech (JFK). The load shedding
 thresholds are set below what any real decode takes (20 ms), so the stream is "behind" from
-each utterance's first decode on whatever machine runs this: what is under test is that the server acts
-on it, not the machine's speed (tests/core/test_load_shed.py has the rule itself). A viewer
-that asked with `status=1` is told that the captions are behind and by how much; /metrics
-counts the change of pace; partials stop while every final still comes, whole.
+each utterance's first decode on whatever machine runs this: what is under test is that the
+server acts on it, not the machine's speed (tests/core/test_load_shed.py has the rule
+itself). A viewer that asked with `status=1` is told that the captions are behind and by how
+much; /metrics counts the change of pace; partials stop while every final still comes, whole.
 """
 
 from __future__ import annotations
