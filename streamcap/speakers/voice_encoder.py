@@ -24,7 +24,6 @@ along a clip (for change points inside it).
 from __future__ import annotations
 
 import functools
-import importlib.util
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ from torch import nn
 
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.errors import UserError
+from streamcap.speakers.wheel_files import wheel_file
 
 __all__ = ["VoiceEncoder", "shared_encoder", "weights_path"]
 
@@ -66,11 +66,9 @@ class VoiceEncoderMissing(UserError):
 
 def weights_path() -> Path:
     """``pretrained.pt`` of the installed resemblyzer wheel, found without importing it."""
-    spec = importlib.util.find_spec(WEIGHTS_PACKAGE)
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        path = Path(folder) / WEIGHTS_FILE
-        if path.is_file():
-            return path
+    path = wheel_file(WEIGHTS_PACKAGE, WEIGHTS_FILE)
+    if path is not None:
+        return path
     raise VoiceEncoderMissing(
         f"speaker labels need the voice encoder's weights: {INSTALL_HINT} "
         "(the wheel is only read for its pretrained.pt; nothing is downloaded at run time)"
