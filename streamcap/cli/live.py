@@ -51,11 +51,11 @@ def ready_engine(model: ModelOptions, task: TaskOptions, config: LiveConfig) -> 
 
     from streamcap.core.constants import SAMPLE_RATE
     from streamcap.core.decode_types import DecodingOptions
-    from streamcap.runtime.engine import adapt_encoder_threads
+    from streamcap.runtime.engine import adapt_threads
     from streamcap.runtime.worker import encode_window
 
     engine = load_engine(model, task)
-    adapt_encoder_threads(engine)  # a live stream's encoder follows the machine's load
+    adapt_threads(engine)  # a live stream's encoder follows the machine's load
     clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
     opts = DecodingOptions(language=config.language if engine.multilingual else None)
     engine.decode(encode_window(engine, clip, None), opts)

@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.core.crosstalk import CrossTalkConfig as CrossTalkConfig
     from streamcap.core.crosstalk import Heard as Heard
     from streamcap.core.crosstalk import Released as Released
-    from streamcap.core.crosstalk import similarity as similarity
-    from streamcap.core.crosstalk import speech_level_db as speech_level_db
+    from streamcap.core.crosstalk_measures import similarity as similarity
+    from streamcap.core.crosstalk_measures import speech_level_db as speech_level_db
     from streamcap.core.decode_types import DecodeResult as DecodeResult
     from streamcap.core.decode_types import DecodeStats as DecodeStats
     from streamcap.core.decode_types import DecodingOptions as DecodingOptions
@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.core.segmenter import VadFn as VadFn
     from streamcap.core.segmenter import segment_audio as segment_audio
     from streamcap.core.speaker_partials import name_partial as name_partial
+    from streamcap.core.speaker_partials import partial_least_s as partial_least_s
     from streamcap.core.speakers import MODEL_THRESHOLDS as MODEL_THRESHOLDS
     from streamcap.core.speakers import SpeakerConfig as SpeakerConfig
     from streamcap.core.speakers import SpeakerTracker as SpeakerTracker
@@ -100,8 +101,8 @@ _EXPORTS = {
     "CrossTalkConfig": "crosstalk",
     "Heard": "crosstalk",
     "Released": "crosstalk",
-    "similarity": "crosstalk",
-    "speech_level_db": "crosstalk",
+    "similarity": "crosstalk_measures",
+    "speech_level_db": "crosstalk_measures",
     "DecodeResult": "decode_types",
     "DecodeStats": "decode_types",
     "DecodingOptions": "decode_types",
@@ -135,6 +136,7 @@ _EXPORTS = {
     "VadFn": "segmenter",
     "segment_audio": "segmenter",
     "name_partial": "speaker_partials",
+    "partial_least_s": "speaker_partials",
     "MODEL_THRESHOLDS": "speakers",
     "SpeakerConfig": "speakers",
     "SpeakerTracker": "speakers",

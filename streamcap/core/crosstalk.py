@@ -19,9 +19,15 @@ differ, and each is the louder in their own microphone).
 than a same-worded caption of another publisher, or at the level that publisher's own speech has
 measured: the median of its last shown finals, before it has any the room's, less `margin_db`)
 or evidently a copy. One that could be a copy (quieter than that, or before any level is known)
-waits for the other microphones' captions, but only while one of them has not captioned as far
-as its end (each publisher's captions come in time order, so once it has, nothing of that time
-is still on the way): `hold_s`, or, while that publisher is speaking or was shortly before, as
+waits for the other microphones' captions, but only while one of them could still send a caption
+of its time: not once it has captioned as far as its end (each publisher's captions come in time
+order, so nothing of that time is still on the way), nor while its microphone heard no speech
+over enough of it (`quiet`, what its segmenter says: no utterance there, nor one that may still
+start there; the part of the caption out of its captions' reach, `slack_s` included, is more
+than 1 - `min_cover`), so a publisher's first turn while the others are silent shows at once,
+partials included (held, each was replaced by a newer one before it went out: issue 37, item 2).
+A microphone whose report is just short of that is looked at again when its audio should have
+passed it. Otherwise: `hold_s`, or, while that publisher is speaking or was shortly before, as
 long as this room's captions of one sentence have been seen to come apart (`pace`), never longer
 than `max_hold_s`. A caption whose utterance goes on in its publisher's next caption waits on
 (the other microphone may send that sentence whole, at its end). What has waited that long goes
@@ -29,25 +35,22 @@ out: nothing is lost on a guess. A publisher's captions go out in the order they
 
 Partials follow the same rule, so a copy's words do not show under the wrong name; a copy whose
 partial was shown before it was identified is cleared (`Released.verdict` "clear": sent empty,
-as the policy clears a partial). Pure logic: the caller (`server.rooms`) gives the times.
+as the policy clears a partial). Pure logic: the caller (`server.rooms`) gives the times and
+the microphones' quiet spans.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-import numpy as np
-from rapidfuzz import fuzz, process
-
 from streamcap.core.captions import CaptionType
-from streamcap.core.constants import SAMPLE_RATE
+from streamcap.core.crosstalk_measures import similarity
 
-__all__ = ["CrossTalk", "CrossTalkConfig", "Heard", "Released", "similarity", "speech_level_db"]
+__all__ = ["CrossTalk", "CrossTalkConfig", "Heard", "Released"]
 
 T = TypeVar("T")
 #: A caption that starts where a final of its publisher ended continues that utterance (the
@@ -55,49 +58,12 @@ T = TypeVar("T")
 _SAME_UTTERANCE_S = 0.05
 #: Where the levels of every publisher's shown finals are kept together (`CrossTalk._own`).
 _ROOM = object()
+#: A caption that waits only for a quiet microphone's report to pass its time is looked at
+#: again this long (s) after that microphone's audio should have (`CrossTalk._wait_s`).
+_RECHECK_S = 0.1
 #: What becomes of a caption: shown as it is, shown empty (it clears a partial of it on
 #: screen: a copy identified after its partial was shown), or left out.
 Verdict = Literal["show", "clear", "drop"]
-
-#: 20 ms frames at 16 kHz: a level per syllable-sized piece.
-_FRAME = SAMPLE_RATE // 50
-#: A word; in scripts written without spaces (Chinese, Japanese), each character.
-_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|\w+(?:'\w+)*")
-
-
-def speech_level_db(samples: np.ndarray) -> float | None:
-    """How loud the speech in `samples` is, in dB full scale: the 90th percentile of the power
-    of its 20 ms frames (the loud part of speech, whatever the pauses around it; the same
-    sentence measured on two microphones differs by how much louder one heard it). None when
-    there is not one frame."""
-    n = len(samples) // _FRAME
-    if n == 0:
-        return None
-    frames = np.asarray(samples[: n * _FRAME], dtype=np.float64).reshape(n, _FRAME)
-    power = float(np.percentile(np.mean(frames * frames, axis=1), 90))
-    return 10.0 * float(np.log10(power + 1e-10))
-
-
-def similarity(a: str, b: str, word_match: float = 0.75) -> float:
-    """How much of the shorter text's words the other says, in the same order (0..1): the
-    longest common subsequence of words, two words the same when their spelling is at least
-    `word_match` alike (rapidfuzz's normalised Indel ratio). A single word must be found exactly;
-    longer texts need two words in common (one short word in common says nothing)."""
-    wa, wb = _WORD.findall(a.lower()), _WORD.findall(b.lower())
-    if not wa or not wb:
-        return 0.0
-    if len(wa) > len(wb):
-        wa, wb = wb, wa
-    if len(wa) == 1:
-        return 1.0 if wa[0] in wb else 0.0
-    alike = process.cdist(wa, wb, scorer=fuzz.ratio, score_cutoff=100 * word_match) > 0
-    row = [0] * (len(wb) + 1)  # longest common subsequence, one row at a time
-    for i in range(len(wa)):
-        prev, row = row, [0] * (len(wb) + 1)
-        for j in range(len(wb)):
-            row[j + 1] = prev[j] + 1 if alike[i, j] else max(prev[j + 1], row[j])
-    common = row[-1]
-    return common / len(wa) if common >= 2 else 0.0
 
 
 @dataclass(frozen=True)
@@ -190,22 +156,28 @@ class CrossTalk(Generic[T]):
         self._reach: dict[Hashable, float] = {}  # how far (room clock) each has captioned
         self._gaps: deque[float] = deque(maxlen=8)  # seconds between twins' arrivals
         self._present: frozenset[Hashable] = frozenset()  # the room's publishers now
+        self._quiet: dict[Hashable, tuple[float, float]] = {}  # where each heard no speech
+        self._now = 0.0  # the callers' clock at the latest call
         self._latest = 0.0  # the room clock's latest caption end
 
     def due(self) -> float | None:
         """When (the callers' clock) the first waiting caption must be decided; None: none."""
         heads = [q[0] for q in self._waiting.values() if q]
         last = self.config.max_hold_s
-        return min(
-            (min(x.since + self._wait_s(x.heard), x.first + last) for x in heads), default=None
-        )
+        return min((min(x.since + self._wait_s(x), x.first + last) for x in heads), default=None)
 
     def offer(
-        self, heard: Heard, payload: T, now: float, present: Iterable[Hashable] | None = None
+        self,
+        heard: Heard,
+        payload: T,
+        now: float,
+        present: Iterable[Hashable] | None = None,
+        quiet: Mapping[Hashable, tuple[float, float]] | None = None,
     ) -> list[Released[T]]:
-        """A new caption; `present`: the room's publishers now (None: as last said)."""
-        if present is not None:
-            self._present = frozenset(present)
+        """A new caption; `present`: the room's publishers now; `quiet`: where (room clock,
+        from, to) each one's microphone heard no speech and no utterance can start, as its
+        segmenter says now (None: as last said; a publisher left out: not known)."""
+        self._tell(now, present, quiet)
         item = _Item(heard, payload, now, now, now)
         who, seg = heard.publisher, heard.segment
         queue = self._waiting.setdefault(who, [])
@@ -228,15 +200,33 @@ class CrossTalk(Generic[T]):
         queue.append(item)
         return self._settle(now, force=False)
 
-    def expire(self, now: float, present: Iterable[Hashable] | None = None) -> list[Released[T]]:
-        """Decide what has waited long enough (and what it held up)."""
-        if present is not None:
-            self._present = frozenset(present)
+    def expire(
+        self,
+        now: float,
+        present: Iterable[Hashable] | None = None,
+        quiet: Mapping[Hashable, tuple[float, float]] | None = None,
+    ) -> list[Released[T]]:
+        """Decide what has waited long enough (and what it held up, or what a quiet
+        microphone's report now clears); `present`, `quiet`: as for `offer`."""
+        self._tell(now, present, quiet)
         return self._settle(now, force=False)
 
     def flush(self, now: float) -> list[Released[T]]:
         """Decide everything now (the room has ended: no more evidence will come)."""
+        self._now = now
         return self._settle(now, force=True)
+
+    def _tell(
+        self,
+        now: float,
+        present: Iterable[Hashable] | None,
+        quiet: Mapping[Hashable, tuple[float, float]] | None,
+    ) -> None:
+        self._now = now
+        if present is not None:
+            self._present = frozenset(present)
+        if quiet is not None:
+            self._quiet = dict(quiet)
 
     def drain(self) -> list[T]:
         """Everything waiting, undecided, in order, and the check starts over (what a caller
@@ -291,17 +281,24 @@ class CrossTalk(Generic[T]):
     def _waits(self, item: _Item[T], now: float) -> bool:
         if now - item.first >= self.config.max_hold_s - 1e-9:
             return False
-        return now - item.since < self._wait_s(item.heard) - 1e-9
+        return now - item.since < self._wait_s(item) - 1e-9
 
-    def _wait_s(self, h: Heard) -> float:
-        """How long `h` may wait for the others' captions: 0 when every other publisher of the
-        room has captioned past it (their captions come in time order: nothing of its time is
-        still on the way); while one that is speaking, or was shortly before (`active_s`), or
-        has captioned nothing yet, has not: as long as its pipeline may be behind (`_paced_s`);
-        else `hold_s`."""
+    def _wait_s(self, item: _Item[T]) -> float:
+        """How long (from `item.since`) its caption may wait for the others' captions: 0 when
+        every other publisher of the room has captioned past it (their captions come in time
+        order: nothing of its time is still on the way) or heard no speech over it (`_unheard`:
+        it cannot have said it); while one that is speaking, or was shortly before
+        (`active_s`), or has captioned nothing yet, has not: as long as its pipeline may be
+        behind (`_paced_s`); else `hold_s`. A microphone quiet up to shortly before the
+        caption's end is looked at again when its audio should have passed it."""
+        h = item.heard
         cfg = self.config
         wait = 0.0
         for other in self._present - {h.publisher}:
+            span = self._quiet.get(other)
+            left = self._unheard(h, span) if span is not None else None
+            if left is not None and left <= 0:
+                continue
             reach = self._reach.get(other)
             # an open utterance of its that may reach into h: its final is to come
             speaking = any(
@@ -313,8 +310,24 @@ class CrossTalk(Generic[T]):
             if reach is not None and reach >= h.end - cfg.slack_s and not speaking:
                 continue
             active = speaking or reach is None or reach >= h.start - cfg.active_s
-            wait = max(wait, self._paced_s(h) if active else cfg.hold_s)
+            longest = self._paced_s(h) if active else cfg.hold_s
+            if left is not None:  # its report of this time is on the way, as its audio is
+                longest = min(longest, self._now - item.since + left + _RECHECK_S)
+            wait = max(wait, longest)
         return wait
+
+    def _unheard(self, h: Heard, span: tuple[float, float]) -> float | None:
+        """How much further (room seconds) a publisher's quiet `span` (from, to: its
+        microphone heard no speech there, and no utterance of its can start there) must reach
+        before none of its captions can cover `min_cover` of `h`'s time (0: already; None: its
+        quiet cannot tell). Its captions end by `from` or start from `to`: with `slack_s`, the
+        part of `h` within (from + slack, to - slack) is out of their reach."""
+        cfg = self.config
+        lo = max(h.start, span[0] + cfg.slack_s)  # what it said before its quiet reaches to here
+        silent_to = lo + (1.0 - cfg.min_cover) * (h.end - h.start) + 1e-3
+        if silent_to > h.end:
+            return None
+        return max(0.0, silent_to + cfg.slack_s - span[1])
 
     def _paced_s(self, h: Heard) -> float:
         """How long to wait for a pipeline that is behind: `pace` times the widest gap seen

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
-from streamcap.core.crosstalk import speech_level_db
+from streamcap.core.crosstalk_measures import speech_level_db
 from streamcap.core.cuts import cut_after, timings_for
 from streamcap.core.decode_types import DecodeResult, WordTiming
 from streamcap.core.display import keep_form

@@ -194,12 +194,27 @@ class Segmenter:
         self._pos = 0  # sample index where the next frame starts
         self._pending_audio: list[_Frame] = []
         self._machine = segmenter_machine()
+        self._last_end: int | None = None  # sample where the last utterance ended
+        #: Where this microphone heard no speech, as of the last `push` or `flush` (`_quiet`).
+        self.quiet: tuple[float, float] = (-math.inf, 0.0)
         self._reset()
 
     @property
     def time(self) -> float:
         """Audio seconds analysed so far (a partial frame waits for more samples)."""
         return self._pos / SAMPLE_RATE
+
+    def _quiet(self) -> tuple[float, float]:
+        """(from, to), seconds: no utterance overlaps that span, nor will one (-inf: none
+        before). An utterance yet to start begins no earlier than the oldest frame kept for its
+        pre-roll and start window; an open one (or a candidate) from its first frame. A room's
+        cross-talk check reads it from another thread: kept as one tuple, set at each call's end."""
+        last = -math.inf if self._last_end is None else self._last_end / SAMPLE_RATE
+        if self._machine.state is not SegmenterState.SILENCE and self._utt:
+            to = self._utt[0].start
+        else:
+            to = self._hist[0].start if self._hist else self._pos
+        return last, max(last, to / SAMPLE_RATE)
 
     @property
     def in_speech(self) -> bool:
@@ -228,6 +243,7 @@ class Segmenter:
                 self._pos += self._flen
         self._leftover = buf[n * self._flen :].copy()
         self._flush_audio(out)
+        self.quiet = self._quiet()
         return out
 
     def flush(self) -> list[Event]:
@@ -246,6 +262,7 @@ class Segmenter:
             self._end("flush", out)
         self._flush_audio(out)
         self._reset()
+        self.quiet = self._quiet()
         return out
 
     # -- state machine -------------------------------------------------------------------------
@@ -323,7 +340,8 @@ class Segmenter:
         if speech:
             self._send(stop)
             self._flush_audio(out)
-            end = utt[stop - 1].end / SAMPLE_RATE
+            self._last_end = utt[stop - 1].end
+            end = self._last_end / SAMPLE_RATE
             out.append(SpeechEnd(utt[0].start / SAMPLE_RATE, end, reason))
         else:  # a dropped candidate: its voiced frames must not trigger again
             stop = self._last_voiced + 1
@@ -346,7 +364,8 @@ class Segmenter:
         stop = min(k, head_voiced[-1] + 1 + self._n_tail) if head_voiced else k
         self._send(stop)
         self._flush_audio(out)
-        end = utt[stop - 1].end / SAMPLE_RATE
+        self._last_end = utt[stop - 1].end
+        end = self._last_end / SAMPLE_RATE
         out.append(SpeechEnd(utt[0].start / SAMPLE_RATE, end, "max_length"))
         rest = utt[k:]
         if not any(f.voiced for f in rest):

@@ -147,6 +147,8 @@ class SpeakerConfig:
     partial_margin: float = 0.05
     partial_hop_s: float = 0.8
     partial_max_windows: int = 8
+    partial_short_threshold: float | None = None
+    partial_short_min_s: float = 0.9
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.match_threshold <= 1.0 or not 0.0 <= self.update_threshold <= 1.0:
@@ -157,6 +159,10 @@ class SpeakerConfig:
             raise ValueError("window_hop_s and max_weight_s must be > 0")
         if self.short not in ("previous", "nearest", "none"):
             raise ValueError("short must be 'previous', 'nearest' or 'none'")
+        if self.partial_short_threshold is not None and not (
+            0.0 < self.partial_short_min_s <= self.partial_min_s
+        ):
+            raise ValueError("partial_short_min_s must be in (0, partial_min_s]")
 
 
 #: Each speaker model's calibrated configuration (scripts/calibrate_speakers.py --model NAME;
@@ -177,6 +183,8 @@ MODEL_THRESHOLDS: dict[str, SpeakerConfig] = {
         partial_min_s=1.5,
         partial_threshold=0.55,
         partial_hop_s=1.5,
+        partial_short_threshold=0.65,
+        partial_short_min_s=0.9,
     ),
 }
 

@@ -193,6 +193,13 @@ class StreamProtocol:
         return self._segmenter.time
 
     @property
+    def quiet(self) -> tuple[float, float]:
+        """Where (stream seconds) its microphone heard no speech and no utterance can start
+        (`Segmenter.quiet`): a room's cross-talk check need not wait for this publisher's
+        captions of that time. Safe to read from any thread."""
+        return self._segmenter.quiet
+
+    @property
     def early_finals(self) -> dict[str, int]:
         """Early finals started, used, and voided by speech resuming (`CaptionPolicy`)."""
         return dict(self._policy.early_finals)

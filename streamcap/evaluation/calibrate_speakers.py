@@ -30,7 +30,9 @@ errors, measured on trials of known voices:
   `split_trials`): the two halves of one recording against halves of two voices.
 - ``partial_threshold_{s}s``: the similarity that names a partial of ``s`` seconds (an
   utterance's first seconds) at 1 % false names, and the share of known voices it names
-  (`partial_trials`; `SpeakerConfig.partial_threshold`, issue 37).
+  (`partial_trials`; `SpeakerConfig.partial_threshold`, issue 37); under the model's window
+  (0.8-1.2 s for CAM++), one short window of all the probe's audio, as a first partial is
+  embedded (`SpeakerConfig.partial_short_threshold`).
 
 Prints one JSON line: the thresholds, and the EER and trial counts behind each.
 
@@ -67,7 +69,7 @@ import numpy as np
 
 from streamcap.audio.file import load_audio
 from streamcap.core.constants import SAMPLE_RATE
-from streamcap.core.speakers import SpeakerConfig, mean_embedding, unit
+from streamcap.core.speakers import SpeakerConfig, config_for, mean_embedding, unit
 from streamcap.evaluation.paths import EVAL_DEV
 
 SR = SAMPLE_RATE
@@ -209,8 +211,9 @@ def calibrate(items: list[dict[str, Any]], encoder: Any, cfg: SpeakerConfig) -> 
     return out
 
 
-#: Partial lengths (seconds of audio) tried for `partial_min_s`.
-PARTIAL_PROBES = (1.0, 1.2, 1.6, 2.0, 2.5, 3.0)
+#: Partial lengths (seconds of audio) tried for `partial_min_s` and `partial_short_min_s`
+#: (under a CAM++ window, 1.5 s, a probe is one short window of all its audio).
+PARTIAL_PROBES = (0.8, 0.9, 1.0, 1.2, 1.6, 2.0, 2.5, 3.0)
 #: Share of non-target trials allowed at or above `partial_threshold`.
 PARTIAL_FAR = 0.01
 
@@ -306,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     for short in args.exclude:
         excluded |= long_file_voices(args.eval_dir, short)
     items = [it for it in items if it["voice"] not in excluded]
-    out = calibrate(items, load_encoder(args.model), SpeakerConfig())
+    # the model's windows as its labeller embeds them (CAM++: every 1.5 s, GE2E: 0.4 s)
+    out = calibrate(items, load_encoder(args.model), config_for(args.model))
     out["model"] = args.model
     out.update(excluded=sorted(args.exclude), excluded_voices=sorted(excluded), items=len(items))
     line = json.dumps(out)

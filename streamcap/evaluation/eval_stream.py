@@ -106,9 +106,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--busy", type=int, default=0, metavar="N",
                     help="N other processes keep one core busy each while the stream runs "
                     "(the machine shared with other work: `busy`)")  # fmt: skip
-    ap.add_argument("--encoder-threads", choices=("adaptive", "fixed"), default="adaptive",
-                    help="the encoder's thread count follows the load, as in a live worker "
-                    "(`runtime.encoder_threads`), or stays fixed (before issue 38)")  # fmt: skip
+    ap.add_argument("--thread-strategy", default="adaptive",
+                    choices=("adaptive", "free", "draft", "free+draft", "fixed"),
+                    help="the encoder's thread count follows the load as measured, as in a "
+                    "live worker (`runtime.encoder_threads`); free: as the kernel counts free "
+                    "cores (`runtime.free_cores`); draft: the decoder drafts on one thread "
+                    "(`runtime.decoder_threads`); fixed: neither (before issue 38)")  # fmt: skip
     ap.add_argument("--no-offline", action="store_true", help="skip the offline WER baseline")
     ap.add_argument("--no-check", action="store_true", help="skip the exactness check")
     return ap
@@ -122,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     audio, segments = load_inputs(args.audio, args.reference, args.gain)
     duration = len(audio) / SR
     engine = Engine(args.model, threads=args.threads, precision=args.precision)
-    if args.encoder_threads == "adaptive":
-        engine.adapt_encoder_threads()
+    if args.thread_strategy != "fixed":
+        how = args.thread_strategy
+        engine.adapt_threads(free_cores="free" in how, draft_on_one="draft" in how)
     warm_up(engine, audio, config.language)
     with busy_processes(args.busy):
         load0 = os.getloadavg()[0]
@@ -150,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         finals_dropped=run["finals_dropped"],
         load_shed=run["load_shed"],
         encoder_threads=engine.encoder_threads.figures(),
+        decoder_threads=engine.decoder_threads.figures(),
         config=config_dict(config),
         segments=metrics["segments"],
         decodes=[decode_row(job, o) for job, o in run["decodes"]],

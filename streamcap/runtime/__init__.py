@@ -19,6 +19,11 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.runtime.clock import SimulatedClock as SimulatedClock
     from streamcap.runtime.costs import CostModel as CostModel
     from streamcap.runtime.costs import CostModelConfig as CostModelConfig
+    from streamcap.runtime.decoder_threads import DecoderThreads as DecoderThreads
+    from streamcap.runtime.decoder_threads import DecodeRun as DecodeRun
+    from streamcap.runtime.decoder_threads import LoadFollowingDecode as LoadFollowingDecode
+    from streamcap.runtime.decoder_threads import PlainDecode as PlainDecode
+    from streamcap.runtime.decoder_threads import Preference as Preference
     from streamcap.runtime.encoder_threads import AdaptiveThreads as AdaptiveThreads
     from streamcap.runtime.encoder_threads import EncoderThreads as EncoderThreads
     from streamcap.runtime.encoder_threads import FixedThreads as FixedThreads
@@ -34,6 +39,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.runtime.engines import engine_names as engine_names
     from streamcap.runtime.engines import make_engine as make_engine
     from streamcap.runtime.engines import register_engine as register_engine
+    from streamcap.runtime.free_cores import FreeCores as FreeCores
+    from streamcap.runtime.free_cores import OtherLoad as OtherLoad
     from streamcap.runtime.jobs import DecodeJob as DecodeJob
     from streamcap.runtime.jobs import JobOutcome as JobOutcome
     from streamcap.runtime.jobs import StreamStats as StreamStats
@@ -63,6 +70,11 @@ _EXPORTS = {
     "SimulatedClock": "clock",
     "CostModel": "costs",
     "CostModelConfig": "costs",
+    "DecodeRun": "decoder_threads",
+    "DecoderThreads": "decoder_threads",
+    "LoadFollowingDecode": "decoder_threads",
+    "PlainDecode": "decoder_threads",
+    "Preference": "decoder_threads",
     "AdaptiveThreads": "encoder_threads",
     "EncoderThreads": "encoder_threads",
     "FixedThreads": "encoder_threads",
@@ -78,6 +90,8 @@ _EXPORTS = {
     "engine_names": "engines",
     "make_engine": "engines",
     "register_engine": "engines",
+    "FreeCores": "free_cores",
+    "OtherLoad": "free_cores",
     "DecodeJob": "jobs",
     "JobOutcome": "jobs",
     "StreamStats": "jobs",

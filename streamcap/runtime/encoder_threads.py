@@ -14,8 +14,9 @@ the encoder's time).
 
 Exactness: only the encoder's thread count changes, and only where its output is bit for bit
 the same on every count (`identical_across`, checked once on a real window before adaptation is
-allowed: `Engine.adapt_encoder_threads`); the decoder keeps its threads, so every decode is the
-same computation as greedy decoding's. On a GPU there is nothing to choose (`FixedThreads`).
+allowed: `Engine.adapt_threads`). The decoder's thread count is another matter (its bits do
+differ): `runtime.decoder_threads` drafts on one thread and decides every token on all of them.
+On a GPU there is nothing to choose (`FixedThreads`).
 """
 
 from __future__ import annotations
@@ -98,6 +99,13 @@ class AdaptiveThreads:
                 others = [n for n in self.counts if n != best]
                 return min(others, key=lambda n: self.calls[n])
             return best
+
+    def preferred(self) -> int:
+        """The count measured cheapest lately (no probe): for work that follows this choice."""
+        with self._lock:
+            if any(c is None for c in self.cost.values()):
+                return max(self.counts)
+            return min(self.counts, key=lambda n: self.cost[n] or 0.0)
 
     def record(self, threads: int, seconds: float, positions: int) -> None:
         """A call on ``threads`` took ``seconds`` for ``positions`` encoder positions."""

@@ -36,9 +36,16 @@ from streamcap.decoding.frontend import MEL_FRAMES_PER_POSITION, WhisperFrontEnd
 from streamcap.decoding.spec import WhisperSpec
 from streamcap.decoding.speculative import SpeculativeDecoder
 from streamcap.decoding.step import DecoderStep
+from streamcap.decoding.verify import DraftLength
 from streamcap.models.loader import LoadedModel, Placement, choose_placement, load_model
 from streamcap.models.precision_probe import EncoderChoice
 from streamcap.models.registry import DEFAULT_MODEL
+from streamcap.runtime.decoder_threads import (
+    DecoderThreads,
+    LoadFollowingDecode,
+    PlainDecode,
+    Preference,
+)
 from streamcap.runtime.encoder_threads import (
     AdaptiveThreads,
     EncoderThreads,
@@ -115,8 +122,11 @@ class Engine:
         self.assistant: AssistantDecoder | None = None
         self.assistant_model: Any = None
         self._aligner: Aligner | None = None  # made at the first `align`
-        #: the encoder's thread count: fixed, or following the load (`adapt_encoder_threads`)
+        #: the encoder's thread count: fixed, or following the load (`adapt_threads`)
         self.encoder_threads: EncoderThreads = FixedThreads()
+        #: the decoder's: all threads, or a one-thread draft verified on all while that is
+        #: cheaper (a busy machine; `adapt_threads`)
+        self.decoder_threads: DecoderThreads = PlainDecode()
         if assistant:
             loaded = load_model(assistant, self.placement)
             a_spec = WhisperSpec(loaded.model, loaded.processor)
@@ -181,27 +191,39 @@ class Engine:
             enc = self.frontend.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
 
-    def adapt_encoder_threads(self) -> bool:
-        """Let the encoder's thread count follow the machine's load (`runtime.encoder_threads`)
-        where that cannot change a bit: on a CPU with more than one thread, once a real window's
-        encoding is checked identical on 1 and on all threads. Whether it adapts now. For the
-        live worker (a long-running stream on a shared machine); a one-off `transcribe` keeps
-        the fixed count."""
+    def adapt_threads(self, free_cores: bool = False, draft_on_one: bool = False) -> bool:
+        """Let the encoder's thread count follow the machine's load where that cannot change a
+        bit: on a CPU with more than one thread, once a real window's encoding is checked
+        identical on 1 and on all threads, each call runs on the count measured cheaper lately
+        (`runtime.encoder_threads`). Options, measured in issue 38's note and not the default
+        (on the real clock beside a busy process both made finals later): ``free_cores``, the
+        count the other programs leave free as the kernel counts it (`runtime.free_cores`;
+        no probes); ``draft_on_one``, the decoder drafts on one thread while one is preferred
+        and decides every token on all of them (`runtime.decoder_threads`). Whether anything
+        adapts now. For the live worker (a long-running stream on a shared machine); a one-off
+        `transcribe` keeps the fixed counts."""
         n = torch.get_num_threads()
-        if (
-            not self.placement.device.startswith("cpu")
-            or n < 2
-            or isinstance(self.encoder_threads, AdaptiveThreads)
-        ):
-            return isinstance(self.encoder_threads, AdaptiveThreads)
+        if not self.placement.device.startswith("cpu") or n < 2:
+            return False
+        from streamcap.runtime.free_cores import FreeCores, OtherLoad
         from streamcap.runtime.screen_probe import probe_speech
 
-        features = self.frontend.features(probe_speech(), None)
-        if not identical_across(lambda: self.frontend.encode(features, None), (1, n)):
-            log.info("encoder threads stay at %d: 1 thread gives other bits on this CPU", n)
-            return False
-        self.encoder_threads = AdaptiveThreads((1, n))
-        return True
+        load = OtherLoad() if free_cores else None
+        free = FreeCores(n, load) if load is not None and load.available else None
+        follow: Preference | None = free
+        if isinstance(self.encoder_threads, FixedThreads):
+            features = self.frontend.features(probe_speech(), None)
+            if identical_across(lambda: self.frontend.encode(features, None), (1, n)):
+                self.encoder_threads = free or AdaptiveThreads((1, n))
+            else:
+                log.info("encoder threads stay at %d: 1 thread gives other bits on this CPU", n)
+        if draft_on_one and isinstance(self.decoder_threads, PlainDecode):
+            if follow is None and isinstance(self.encoder_threads, AdaptiveThreads):
+                follow = self.encoder_threads
+            self.decoder_threads = LoadFollowingDecode(n, follow=follow)
+        return isinstance(self.encoder_threads, AdaptiveThreads | FreeCores) or not isinstance(
+            self.decoder_threads, PlainDecode
+        )
 
     def make_drafter(self, kind: str, hypothesis: Sequence[int] | None, enc: Encoded) -> Drafter:
         """``hypothesis`` (a previous decode), ``model`` (the assistant), or ``none``."""
@@ -224,12 +246,14 @@ class Engine:
         window = _own(encoded)
         if drafter == "auto":
             drafter = "hypothesis" if hypothesis else ("model" if self.assistant else "none")
-        result = self.decoder.decode(
-            window.enc,
-            options,
-            self.make_drafter(drafter, hypothesis, window),
-            duration_s=window.duration_s,
-        )
+
+        def run(d: Drafter, length: DraftLength | None) -> DecodeResult:
+            return self.decoder.decode(
+                window.enc, options, d, duration_s=window.duration_s, draft_length=length
+            )
+
+        draft_from = self.make_drafter(drafter, hypothesis, window)
+        result = self.decoder_threads.decode(run, draft_from, self.spec.eot)
         # the encoder ran before (once per window, shared by its decodes): its time joins here
         stats = replace(result.stats, encoder_s=window.encoder_s)
         return replace(result, stats=stats)
@@ -287,9 +311,9 @@ def _as_causal_lm(model: Any) -> Any:
     return causal.eval()
 
 
-def adapt_encoder_threads(engine: InferenceEngine) -> bool:
-    """`Engine.adapt_encoder_threads` for an engine that can (other engines: False)."""
-    return isinstance(engine, Engine) and engine.adapt_encoder_threads()
+def adapt_threads(engine: InferenceEngine) -> bool:
+    """`Engine.adapt_threads` for an engine that can (other engines: False)."""
+    return isinstance(engine, Engine) and engine.adapt_threads()
 
 
 def with_words(

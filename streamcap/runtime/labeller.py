@@ -55,6 +55,7 @@ often than a live one; that is what `SpeakerConfig.min_piece_s` / `max_pieces` w
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -66,7 +67,7 @@ import numpy as np
 from streamcap.core.captions import Caption, CaptionEvent, CaptionLog
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import WordTiming
-from streamcap.core.speaker_partials import name_partial
+from streamcap.core.speaker_partials import name_partial, partial_least_s
 from streamcap.core.speakers import (
     ChangePoint,
     Decision,
@@ -166,6 +167,11 @@ class SpeakerLabeller:
         self.partial_records: deque[PartialRecord] = deque(maxlen=MAX_RECORDS)
         self._window_s = float(getattr(encoder, "window_s", _GE2E_WINDOW_S))
         self._partial: PartialWindows | None = None
+        #: held while the meeting's speakers change: by `process`, and by `enrol` (a voice
+        #: enrolled from the page while the stream runs, on a thread of the server's)
+        self._lock = threading.Lock()
+        #: names given to speakers heard before they were enrolled (`enrol`): index -> name
+        self.late_names: dict[int, str] = {}
 
     # ------------------------------------------------------------------ CaptionStage
 
@@ -185,6 +191,23 @@ class SpeakerLabeller:
     def process(self, event: CaptionEvent) -> list[CaptionEvent]:
         """The events to deliver for ``event``: renumbered, and a final with text labelled
         (and split where the voice changes)."""
+        with self._lock:
+            return self._process(event)
+
+    def enrol(self, voice: EnrolledVoice) -> str:
+        """Name ``voice`` from the next final on, whenever it comes (the page's enrolment;
+        `runtime.enrol.enrol_late` says how); the label it had so far ("" when new)."""
+        from streamcap.runtime.enrol import enrol_late
+
+        model = str(getattr(self.encoder, "name", "ge2e"))
+        with self._lock:
+            return enrol_late(self.tracker, self.label, self.late_names, model, voice)
+
+    def label(self, speaker: int) -> str:
+        """Speaker ``speaker``'s label: its name, else "Speaker N" (`SpeakerTracker.label`)."""
+        return self.late_names.get(speaker) or self.tracker.label(speaker)
+
+    def _process(self, event: CaptionEvent) -> list[CaptionEvent]:
         ev = replace(event, segment=event.segment + self._shift) if self._shift else event
         if ev.type == "partial" and ev.text.strip():
             return [self._name_partial(ev, event.segment)]
@@ -220,11 +243,13 @@ class SpeakerLabeller:
         windows whose audio arrived since the segment's last partial are embedded."""
         cfg = self.config
         span = ev.end - ev.start
-        if not cfg.name_partials or len(self.tracker) == 0 or span < cfg.partial_min_s:
+        if not cfg.name_partials or len(self.tracker) == 0 or span < partial_least_s(cfg):
             return replace(ev, speaker="")
         w = self._partial
         if w is None or w.segment != segment or abs(w.start - ev.start) > 1e-6:
-            w = self._partial = PartialWindows(segment, ev.start, cfg.partial_hop_s, self._window_s)
+            short = None if cfg.partial_short_threshold is None else cfg.partial_short_min_s
+            w = PartialWindows(segment, ev.start, cfg.partial_hop_s, self._window_s, short)
+            self._partial = w
         t_start = time.perf_counter()
         new = (
             0
@@ -233,7 +258,7 @@ class SpeakerLabeller:
         )
         embed_ms = (time.perf_counter() - t_start) * 1000.0 if new else 0.0
         d = name_partial(self.tracker, w.embeddings, span)
-        speaker = self.tracker.label(d.speaker) if d.speaker is not None else ""
+        speaker = self.label(d.speaker) if d.speaker is not None else ""
         self.partial_records.append(
             PartialRecord(
                 segment=segment, start=ev.start, end=ev.end, new_windows=new,
@@ -389,7 +414,7 @@ class SpeakerLabeller:
         split_sim: float | None,
     ) -> list[CaptionEvent]:
         out = [
-            replace(p, speaker=self.tracker.label(d.speaker) if d.speaker is not None else "")
+            replace(p, speaker=self.label(d.speaker) if d.speaker is not None else "")
             for p, d in labelled
         ]
         self.records.append(

@@ -47,7 +47,7 @@ from streamcap.runtime.batching import BatchRunner, can_batch
 from streamcap.runtime.clock import Measurement
 from streamcap.runtime.coalesce import coalesce_finals, complete_parts, tell_part
 from streamcap.runtime.costs import CostModel, CostModelConfig
-from streamcap.runtime.engine import adapt_encoder_threads, with_words
+from streamcap.runtime.engine import adapt_threads, with_words
 from streamcap.runtime.engine_api import EncodedAudio, InferenceEngine
 from streamcap.runtime.jobs import (
     DecodeJob,
@@ -123,9 +123,9 @@ class InferenceWorker(Scheduler):
     def warm_up(self, language: str | None = None) -> float:
         """Warm the engine up and set the prior of admission control (`final_cost`);
         returns the prior's cost of one final (seconds). A live worker's encoder follows
-        the machine's load from here on where that is exact (`Engine.adapt_encoder_threads`).
+        the machine's load from here on where that is exact (`Engine.adapt_threads`).
         """
-        adapt_encoder_threads(self.engine)
+        adapt_threads(self.engine)
         cost = final_cost(self.engine, language)
         self._set_prior(cost)
         return cost

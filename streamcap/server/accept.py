@@ -21,7 +21,7 @@ from websockets.protocol import Event
 
 from .budget import ConnectionBudget
 from .close import ProtocolError
-from .http_body import read_bodies
+from .http_body import BodyRequest, read_bodies
 from .refusal import Refusals
 
 #: A connection dropped at the accept is held unread this long first (at most TARPIT_MAX at once).
@@ -78,9 +78,11 @@ def counted_connection(
     budget: ConnectionBudget,
     refusals: Refusals,
     handshake_timeout_s: float,
+    keeps_sample: Callable[[BodyRequest, str], bool] | None = None,
 ) -> type[ServerConnection]:
     """A `ServerConnection` class counted against `budget` from the accept on (see the module
-    docstring); every connection it drops is a refusal (`refusals`)."""
+    docstring); every connection it drops is a refusal (`refusals`). ``keeps_sample(request,
+    address)``: whether a client may post a voice sample's body (`http_body`)."""
     #: connections refused at the accept that are held a moment before the drop
     tarpitted = 0
 
@@ -125,7 +127,8 @@ def counted_connection(
                     transport.close()
                 return
             super().connection_made(transport)
-            read_bodies(self.protocol)  # a POST's small body (`http_body`): renames
+            keeps = None if keeps_sample is None else lambda r, a=address: keeps_sample(r, a)
+            read_bodies(self.protocol, keeps)  # a POST's body (`http_body`): renames, voices
             budget.accept(address)
             self._counted = self._pending = True
             self._address = address

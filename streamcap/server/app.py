@@ -65,6 +65,7 @@ from .request import check_token, extract_token, parse_ws_path
 from .services import PublisherServices, ViewerServices
 from .subtitles import SubtitleDownloads
 from .viewers import serve_viewer
+from .voices import VOICES_RE, Voices
 
 if TYPE_CHECKING:
     from streamcap.core.live_config import LiveConfig
@@ -154,6 +155,8 @@ class CaptionServer:
         )
         self._subtitles = SubtitleDownloads(config, self.hub, self.delivery, self.refusals)
         self._names = Renames(config, self.hub, self.delivery, self.refusals)
+        self._voices = Voices(config, self.refusals, speakers, voices)  # enrolled over HTTP
+        self.stream_factory = self._voices.wrap(self.stream_factory)
         self._hls = HlsPlaylists(config, self.hub, self.delivery, self.refusals)
         self._gate = RequestGate(
             config, self.metrics, self.rlog, self.refusals, closing=self._shutting, route=self._http
@@ -192,6 +195,7 @@ class CaptionServer:
             cfg.record_dir.mkdir(parents=True, exist_ok=True)
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         self.sinks.start()
+        await self._voices.load()  # those a recorded server kept
         tls = self._ssl_context()
         self._server = await serve(
             self._handler,
@@ -204,8 +208,8 @@ class CaptionServer:
             ping_interval=cfg.ping_interval_s,
             ping_timeout=cfg.ping_timeout_s,
             server_header="streamcap",
-            create_connection=counted_connection(
-                self.connections, self.refusals, cfg.handshake_timeout_s
+            create_connection=counted_connection(  # who may send a voice sample: `voices.py`
+                self.connections, self.refusals, cfg.handshake_timeout_s, self._voices.may_upload
             ),
             # No overall handshake deadline: it would cut a long subtitle download (a response
             # is part of the handshake). `counted_connection` gives each connection
@@ -321,6 +325,9 @@ class CaptionServer:
         m = NAMES_RE.fullmatch(path)
         if m:  # renames (`names.py`)
             return self._names.response(m.group(1), request, connection)
+        m = VOICES_RE.fullmatch(path)
+        if m:  # voices enrolled from a recording (`voices.py`)
+            return self._voices.response(m.group(1), request, connection)
         m = HLS_RE.fullmatch(path)
         if m:  # the captions as a live HLS subtitle rendition (`hls.py`)
             return self._hls.response(m.group(1), m.group(2), m.group(3), request, connection)
@@ -404,10 +411,14 @@ class CaptionServer:
 
     def full(self, stream: str | None = None) -> str | None:
         """Why a new publisher (of ``stream``) would be refused now, or None when it would be
-        admitted. A publisher joining a room that is live shares its talking time."""
+        admitted. A publisher joining a room that is live shares its talking time. Refused at
+        once while a live stream is behind (load shedding paused its partials, `core.load_shed`:
+        what the worker measures now, issue 38), else as the worker's meter says."""
         if not self.config.admission:
             return None
         rooms = self._live_rooms()
+        if (behind := self.hub.behind()) is not None:  # measured now: the worker is full
+            return behind
         decision = self.worker.admission(len(rooms), stream in rooms)
         return None if decision.ok else str(decision.reason)
 

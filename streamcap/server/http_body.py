@@ -5,7 +5,8 @@ even answered, the connection just closes. Renaming a speaker is one HTTP call w
 (`names.py`), so the server's connections read one: `read_bodies` gives a connection's protocol
 a request parser that is websockets' own (`Request.parse`'s steps, its line and header limits,
 its answers to a request line or headers too long) except that a POST may carry up to
-`MAX_BODY_BYTES` (as may PUT or DELETE, to be told 405), read before the request reaches the
+`MAX_BODY_BYTES` (as may PUT or DELETE, to be told 405; a voice sample posted to
+`/streams/ID/voices`, `voices.py`: `MAX_SAMPLE_BYTES`), read before the request reaches the
 server's routes (`BodyRequest.body`). A
 bigger one is not kept: up to `MAX_DISCARD_BYTES` of it are read and dropped (so that the client,
 still sending, reads the 413 that follows instead of a reset), a bigger one still is answered
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import http
-from collections.abc import Generator
+import re
+from collections.abc import Callable, Generator
 
 from websockets.exceptions import (
     HeaderLineTooLong,
@@ -35,6 +37,10 @@ from websockets.server import ServerProtocol
 MAX_BODY_BYTES = 16 * 1024
 #: A bigger body is read and dropped up to this much, then answered 413.
 MAX_DISCARD_BYTES = 1 << 20
+#: The one bigger body kept: a voice sample, `POST /streams/ID/voices` (`voices.py`): 30 s of
+#: 16 kHz mono 16-bit PCM in a WAV file; up to 4 times as much is read and dropped (413).
+MAX_SAMPLE_BYTES = 1 << 20
+_SAMPLE_PATH = re.compile(r"/streams/[^/?#]+/voices(?:\?[^#]*)?")
 _CHUNK = 64 * 1024
 
 
@@ -56,7 +62,14 @@ def _content_length(request: Request) -> int:
     return int(values.pop())
 
 
-def _parse_request(protocol: ServerProtocol) -> Generator[None, None, BodyRequest]:
+#: Whether a request (its line and headers read) may send a voice sample's body: the client
+#: may enrol (`voices.Voices.may_upload`); another's big body is read and dropped, unkept.
+KeepsSample = Callable[[BodyRequest], bool]
+
+
+def _parse_request(
+    protocol: ServerProtocol, keeps_sample: KeepsSample | None = None
+) -> Generator[None, None, BodyRequest]:
     """`Request.parse` (websockets 17), with a POST's body read after its headers."""
     read_line = protocol.reader.read_line
     try:
@@ -81,18 +94,23 @@ def _parse_request(protocol: ServerProtocol) -> Generator[None, None, BodyReques
     if n and request.method in ("GET", "HEAD"):  # a handshake has none: as websockets does
         raise ValueError("unsupported request body")
     request.body_bytes = n
-    if 0 < n <= MAX_BODY_BYTES:
+    keep, discard = MAX_BODY_BYTES, MAX_DISCARD_BYTES
+    if request.method == "POST" and _SAMPLE_PATH.fullmatch(request.path):
+        discard = 4 * MAX_SAMPLE_BYTES
+        if keeps_sample is not None and keeps_sample(request):  # before a byte of it is kept
+            keep = MAX_SAMPLE_BYTES
+    if 0 < n <= keep:
         request.body = bytes((yield from protocol.reader.read_exact(n)))
-    elif MAX_BODY_BYTES < n <= MAX_DISCARD_BYTES:
+    elif keep < n <= discard:
         while n > 0:  # read and dropped: the client reads the 413 instead of a reset
             n -= len((yield from protocol.reader.read_exact(min(n, _CHUNK))))
     return request
 
 
-def _parse(protocol: ServerProtocol) -> Generator[None]:
+def _parse(protocol: ServerProtocol, keeps_sample: KeepsSample | None) -> Generator[None]:
     """`ServerProtocol.parse` with `_parse_request` for `Request.parse`."""
     try:
-        request = yield from _parse_request(protocol)
+        request = yield from _parse_request(protocol, keeps_sample)
     except (RequestLineTooLong, HeaderLineTooLong, TooManyHeaders) as exc:
         protocol.handshake_exc = exc
         status = (
@@ -116,7 +134,8 @@ def _parse(protocol: ServerProtocol) -> Generator[None]:
     yield from Protocol.parse(protocol)
 
 
-def read_bodies(protocol: ServerProtocol) -> None:
-    """Give ``protocol`` (a new connection's, before any byte arrived) the parser above."""
-    protocol.parser = _parse(protocol)
+def read_bodies(protocol: ServerProtocol, keeps_sample: KeepsSample | None = None) -> None:
+    """Give ``protocol`` (a new connection's, before any byte arrived) the parser above;
+    ``keeps_sample``: who may post a voice sample (none: nobody)."""
+    protocol.parser = _parse(protocol, keeps_sample)
     next(protocol.parser)

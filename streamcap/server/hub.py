@@ -69,6 +69,10 @@ class Publication:
     speaker: str
     time_offset: float
     segments: dict[int, int] = field(default_factory=dict)
+    #: Where its microphone heard no speech, on its pipeline's clock (`StreamProtocol.quiet`,
+    #: read when asked, from any thread); None: not known. The room's cross-talk check decides
+    #: a caption at once when no other publisher can have been speaking then (`rooms.py`).
+    quiet: Callable[[], tuple[float, float]] | None = None
 
 
 @dataclass
@@ -277,6 +281,19 @@ class Hub:
 
     def entries(self) -> list[StreamEntry]:
         return list(self._streams.values())
+
+    def behind(self) -> str | None:
+        """Which live stream is furthest behind, in words, among those whose partials load
+        shedding paused (`core.load_shed`): a worker that has nothing left for them has none
+        for another publisher (issue 38); None when none is."""
+        late = [e for e in self._streams.values() if e.publishing and e.pace == "paused"]
+        if not late:
+            return None
+        worst = max(late, key=lambda e: e.behind_s)
+        return (
+            f"stream {worst.stream} is {worst.behind_s:.1f} s behind now (its partials "
+            "paused): the worker cannot take one more"
+        )
 
     def live_viewers(self) -> list[tuple[StreamEntry, Viewer]]:
         return [(e, v) for e in self._streams.values() for v in e.viewers]

@@ -248,6 +248,9 @@ class IngestSession:
             )
             if hasattr(self.live, "on_pace"):  # a `LiveStream`: it says when it falls behind
                 self.live.on_pace = server.pace_callback(entry)
+            protocol = getattr(self.live, "protocol", None)  # ... and where it heard no speech
+            if protocol is not None:
+                pub.quiet = lambda: protocol.quiet
         except BaseException:
             entry.end_session(pub, 0.0)
             server.hub.release(entry)

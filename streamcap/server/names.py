@@ -42,6 +42,7 @@ from streamcap.core.captions import Caption
 from streamcap.core.speaker_names import NamesError, merge_names, parse_request, shown_as
 
 from . import access, routes
+from .accept import peer_address
 from .client_text import check_strings, name_rule
 from .close import ProtocolError
 from .config import ServerConfig
@@ -98,6 +99,27 @@ def _answer(status: HTTPStatus, stream: str, names: Mapping[str, str]) -> Respon
     return routes.response(status, body + "\n", _JSON)
 
 
+def write_refusal(
+    cfg: ServerConfig,
+    request: Request,
+    peer: str,
+    token: str | None,
+    doing: str,
+) -> str | None:
+    """Why this client may not change what a stream's captions say (``doing``: "renaming",
+    "enrolling a voice", `voices.py`), None when it may: the module docstring's rule."""
+    hosts = request.headers.get_all("Host")
+    if not access.origin_allowed(request.headers.get_all("Origin"), hosts, cfg.allowed_origins):
+        return "origin not allowed"
+    if cfg.publish_token is not None:
+        if check_token(cfg.publish_token, token):
+            return None
+        return f"{'missing' if token is None else 'wrong'} publish token: {doing} needs it"
+    if access.is_loopback(peer):
+        return None
+    return f"{doing} on a server without --publish-token is for this machine only"
+
+
 def _constant(token: str) -> float:
     raise ValueError(f"{token} is not JSON")
 
@@ -150,18 +172,7 @@ class Renames:
         self, request: Request, connection: ServerConnection, token: str | None
     ) -> str | None:
         """Why this client may not rename (None: it may)."""
-        cfg = self.config
-        hosts = request.headers.get_all("Host")
-        if not access.origin_allowed(request.headers.get_all("Origin"), hosts, cfg.allowed_origins):
-            return "origin not allowed"
-        if cfg.publish_token is not None:
-            if check_token(cfg.publish_token, token):
-                return None
-            return f"{'missing' if token is None else 'wrong'} publish token: renaming needs it"
-        peer = connection.remote_address[0] if connection.remote_address else None
-        if peer is not None and access.is_loopback(str(peer)):
-            return None
-        return "renaming on a server without --publish-token is for this machine only"
+        return write_refusal(self.config, request, peer_address(connection), token, "renaming")
 
     @staticmethod
     def _changes(body: bytes) -> dict[str, str]:

@@ -8,13 +8,15 @@ made. No sockets here: the server (`publishers.py`) asks and acts on the answer.
 
 A room's captions pass its cross-talk check (`RoomCrossTalk`, the rule in `core.crosstalk`)
 before they enter the room's log: a sentence one microphone heard from another participant is
-left out, so each is captioned once, under its speaker's name. No timers here either: the
-server (`delivery.py`) calls `expire` when `due` says.
+left out, so each is captioned once, under its speaker's name. The check is told where each
+microphone heard no speech (`Publication.quiet`, its segmenter's word, on the room's clock): a
+caption no other microphone can have heard is decided at once, not held. No timers here either:
+the server (`delivery.py`) calls `expire` when `due` says.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import replace
 from typing import Generic, TypeVar
 
@@ -96,13 +98,14 @@ class RoomCrossTalk:
         shift = pub.time_offset
         heard = Heard(pub, cap.type, cap.segment, cap.text, cap.start + shift, cap.end + shift,
                       cap.level_db, cap.latency_ms / 1000.0)  # fmt: skip
-        return self._out(self.check.offer(heard, (cap, pub), now, self.entry.publications))
+        pubs = self.entry.publications
+        return self._out(self.check.offer(heard, (cap, pub), now, pubs, self._quiet()))
 
     def due(self) -> float | None:
         return self.check.due()
 
     def expire(self, now: float) -> list[Said]:
-        return self._out(self.check.expire(now, self.entry.publications))
+        return self._out(self.check.expire(now, self.entry.publications, self._quiet()))
 
     def flush(self, now: float) -> list[Said]:
         return self._out(self.check.flush(now))
@@ -110,6 +113,17 @@ class RoomCrossTalk:
     def drain(self) -> list[Said]:
         """What waits, as it came (a decision failed: a caption is never lost to the check)."""
         return self.check.drain()
+
+    def _quiet(self) -> dict[Hashable, tuple[float, float]]:
+        """Where each publisher's microphone heard no speech, on the room's clock, as its
+        segmenter says now (`Publication.quiet`; one whose pipeline does not say is left out).
+        A caption no other publisher can have been speaking over is decided at once."""
+        out: dict[Hashable, tuple[float, float]] = {}
+        for p in self.entry.publications:
+            if p.quiet is not None:
+                a, b = p.quiet()
+                out[p] = (a + p.time_offset, b + p.time_offset)
+        return out
 
     def _out(self, released: list[Released[Said]]) -> list[Said]:
         out: list[Said] = []

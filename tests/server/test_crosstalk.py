@@ -11,14 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamcap.core.crosstalk import (
-    CrossTalk,
-    CrossTalkConfig,
-    Heard,
-    Released,
-    similarity,
-    speech_level_db,
-)
+from streamcap.core.crosstalk import CrossTalk, CrossTalkConfig, Heard, Released
+from streamcap.core.crosstalk_measures import similarity, speech_level_db
 
 SR = 16000
 JFK = "And so my fellow Americans, ask not what your country can do for you."
@@ -168,6 +162,43 @@ def test_a_caption_that_could_be_a_copy_waits_for_the_others_at_most_hold_s() ->
     # quiet again, but Ben has captioned past it already: nothing of its time is to come
     out = check.offer(heard("Ana", SENTENCES[3], 8.0, 8.5, -28.0, segment=3), "a4", now=31.0)
     assert shown(out) == ["a4"] and out[0].held_s == 0.0
+
+
+def test_a_first_turn_shows_at_once_while_the_other_microphone_is_quiet() -> None:
+    """Issue 37 item 2: a publisher's first turn, no level known yet. It cannot be a copy of
+    Ben's speech while Ben's segmenter heard none over its time (`quiet`: from, to on the
+    room's clock): shown at once, partials included (held, each was replaced before it went
+    out: no partials at all). While Ben's microphone hears speech there, the same caption
+    waits, and Ben's louder caption of the same words still makes it a copy."""
+    inf = float("inf")
+    check = room()
+    p1 = heard("Ana", "Feels like these", 0.3, 1.5, -28.0, kind="partial")
+    out = check.offer(p1, "p1", now=1.8, quiet={"Ben": (-inf, 2.0)})  # silent since he joined
+    assert shown(out) == ["p1"] and out[0].held_s == 0.0
+    # his report a little behind (a segmenter keeps back what an utterance may still start
+    # with): the caption waits until his audio should have passed it, then goes out
+    p2 = heard("Ana", "Feels like these days go on", 0.3, 2.6, -28.0, kind="partial")
+    assert check.offer(p2, "p2", now=2.9, quiet={"Ben": (-inf, 1.5)}) == []
+    assert check.due() == pytest.approx(2.9 + (0.3 + 0.5 * 2.3 + 0.001 + 0.5 - 1.5) + 0.1)
+    out = check.expire(3.46, quiet={"Ben": (-inf, 2.2)})
+    assert shown(out) == ["p2"] and out[0].held_s == pytest.approx(0.56)
+    out = check.offer(heard("Ana", SENTENCES[1], 0.3, 3.3, -28.0), "f1", now=3.9,
+                      quiet={"Ben": (-inf, 3.6)})  # fmt: skip
+    assert shown(out) == ["f1"] and out[0].held_s == 0.0
+    # Ben's final of an utterance that ended at 2.0 may still cover a caption at 1.0-2.4
+    quiet = {"Ben": (2.0, 9.0)}
+    assert check.offer(heard("Ana", "Go forward.", 1.0, 2.4, -40.0, segment=1), "a2", now=9.5,
+                       quiet=quiet) == []  # fmt: skip
+    assert check.flush(9.6)[0].payload == "a2"
+
+    # the same first caption while Ben's segmenter has heard speech from 0.2: a copy
+    check = room()
+    out = check.offer(p1, "p1", now=1.8, quiet={"Ben": (-inf, 0.2)})
+    out += check.expire(2.0, quiet={"Ben": (-inf, 0.6)})  # his onset a little later: as much
+    assert out == [] and check.due() is not None
+    ben = heard("Ben", "Feels like these days", 0.2, 1.6, -16.0, kind="partial")
+    out = check.offer(ben, "ben", now=2.1, quiet={"Ben": (-inf, 0.2)})
+    assert [(r.payload, r.verdict) for r in out] == [("p1", "drop"), ("ben", "show")]
 
 
 def test_a_caption_waits_longer_for_a_pipeline_that_is_behind() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -78,9 +79,21 @@ class ScriptedStream:
         return True
 
 
+#: (room, publisher) whose stand-in says its microphone heard no speech at all, as a
+#: `LiveStream`'s segmenter says where it heard none (`StreamProtocol.quiet`).
+SILENT = {("quiet", "Ben")}
+
+
+class Silent:
+    quiet = (-math.inf, math.inf)
+
+
 def factory(script: list[tuple[str, CaptionEvent]]) -> Any:
     def make(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]) -> Any:
-        return ScriptedStream(on_caption, [e for who, e in script if who == start.speaker])
+        out = ScriptedStream(on_caption, [e for who, e in script if who == start.speaker])
+        if (stream, start.speaker) in SILENT:
+            out.protocol = Silent()  # type: ignore[attr-defined]
+        return out
 
     return make
 
@@ -164,6 +177,32 @@ def test_what_waits_is_decided_when_the_room_ends(server: ServerThread) -> None:
         assert leave(pubs["Ana"])[0] == 1000
     assert [(c.speaker, c.text) for c in entry.log.since(0)] == [("Ana", JFK)]
     assert viewer.wait_for(lambda v: [e["text"] for e in v.finals()] == [JFK], 10), viewer.events
+    viewer.stop()
+
+
+def test_a_first_turn_shows_at_once_while_the_other_microphone_hears_no_speech(
+    server: ServerThread,
+) -> None:
+    """As above, but Ben's pipeline says his microphone heard no speech: Ana's first words
+    cannot be a copy of his, so they show at once, her partial too (issue 37, item 2: held, a
+    first turn's partials were each replaced before they went out, and none showed)."""
+    assert server.server is not None
+    server.server.delivery.crosstalk = CrossTalkConfig(hold_s=30.0)
+    viewer = Collector(server, "quiet", token=None)
+
+    def shown(v: Collector) -> list[tuple[str, str, str, float]]:
+        return [(e["type"], e.get("speaker", ""), e["text"], e["latency_ms"]) for e in v.events]
+
+    with join(server, "quiet", ["Ana", "Ben"]) as pubs:
+        pubs["Ana"].send(FRAME)
+        assert viewer.wait_for(lambda v: len(shown(v)) >= 1, 5), viewer.events
+        pubs["Ana"].send(FRAME)
+        assert viewer.wait_for(lambda v: len(shown(v)) >= 2, 5), viewer.events
+        assert shown(viewer) == [  # not held: the latency their pipeline gave them
+            ("partial", "Ana", "And so my", 400.0), ("final", "Ana", JFK, 400.0)
+        ]  # fmt: skip
+        assert leave(pubs["Ben"])[0] == 1000
+        assert leave(pubs["Ana"])[0] == 1000
     viewer.stop()
 
 

@@ -58,3 +58,37 @@ def test_a_stream_behind_says_so_and_keeps_every_final(
     paused = re.search(r'streamcap_partial_pace_changes_total\{pace="paused"\} (\S+)', metrics)
     assert paused is not None and float(paused.group(1)) >= 1, metrics
     watcher.stop()
+
+
+def test_while_a_stream_is_behind_the_server_takes_no_other(
+    worker: Any, speech: dict[str, Any]
+) -> None:
+    """Admission on the load measured now: while a live stream's partials are paused, /readyz
+    answers 503 and says which stream is how far behind; once it has caught up, 200."""
+    import threading
+    import time
+
+    hair_trigger = LoadShedConfig(caught_up_s=0.005, thin_s=0.01, pause_s=0.02)
+    live = LiveConfig(language="en", load_shed=hair_trigger)
+    config = ServerConfig(port=0, admission=True)
+    answers: list[tuple[int, str]] = []
+    done = threading.Event()
+    with ServerThread(config, worker, live=live) as srv:
+
+        def poll() -> None:
+            while not done.is_set():
+                status, _, body = http_get(srv.url("/readyz"))
+                answers.append((status, body))
+                time.sleep(0.05)
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        run_publish(srv, "busy", padded(speech["en_real_jfk"]))
+        done.set()
+        poller.join(5)
+        refused = [b for s, b in answers if s == 503]
+        assert any("stream busy is" in b and "behind now" in b for b in refused), answers[-5:]
+        deadline = time.monotonic() + 10  # the publisher gone: nothing is behind
+        while http_get(srv.url("/readyz"))[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert http_get(srv.url("/readyz"))[0] == 200

