@@ -219,7 +219,8 @@ def speaker_labels(speakers: str, enrol: Sequence[tuple[str, str]] = ()) -> Any:
     before the model loads, and the ``--enroll`` voices it knows from the start), else None."""
     if speakers != "auto":
         return None
-    from streamcap.runtime.labeller import FileLabeller, SpeakerLabeller
+    from streamcap.runtime.file_labeller import FileLabeller
+    from streamcap.runtime.labeller import SpeakerLabeller
     from streamcap.speakers.voice_encoder import shared_encoder
 
     encoder = shared_encoder()

@@ -8,7 +8,8 @@ words are, and ``--highlight-words`` underlines each as it is said), unless
 ``--no-word-timestamps``. Each file written is named on stderr at the end. Every check a user
 can fail (flags, paths, input files, the language) runs before the model loads. ``--live``
 replays one file through the live pipeline instead (`streamcap.cli.live`). ``--speakers auto``
-labels each final with its voice by the live path's own labeller (`runtime.labeller.FileLabeller`).
+labels each final with its voice by the live path's own labeller
+(`runtime.file_labeller.FileLabeller`).
 """
 
 from __future__ import annotations

@@ -125,6 +125,25 @@ class SpeakerConfig:
       more than `partial_max_windows` per utterance (past them its name stands as it is, or
       its final's comes): a partial's cost is then about one window per second of new audio,
       bounded per utterance (eval_meeting.py's partial_embed_ms_*).
+    - partial_short_threshold / partial_short_min_s: a partial shorter than `partial_min_s`
+      (an utterance's first, 1.0-1.1 s) is named from `partial_short_min_s` of audio, at this
+      threshold, from one short window of all its audio (`runtime.partial_names`); None: not
+      named (GE2E: its 1.0 s figures above). Set only where calibrated (CAM++), as
+      `partial_threshold`: the similarity 1 % of non-target trials reach, probes being an
+      utterance's first 0.9, 1.0 and 1.2 s, each one short window (calibrate_speakers.py
+      ``partial_threshold_{0.9,1,1.2}s``; the highest of the three taken). CAM++ on every
+      voice: 0.457 / 0.481 / 0.495 (names 97-98 % of the known voices' probes); voices of lf3
+      / lf6 left out: 0.474 / 0.459 / 0.505, of lf2: 0.541 / 0.515 / 0.542 (93-98 %). The
+      1 % tail is a few trials, so it moves by 0.05 between held-out sets. Not strict enough
+      on the meetings: lf3's dhd (one turn, never heard before) scored 0.626 from its first
+      1.1 s against another voice's centroid, 1.1 s under a wrong name at 0.50-0.60. At 0.1 %
+      of non-target trials: 0.541 / 0.614 / 0.608 (every voice, and lf2's left out; lf3's
+      left out leaves 7 voices, too few for 0.1 %). Shipped 0.65, the least of 0.50-0.70
+      (step 0.05) with no partial under a wrong name on lf2, lf3 and lf6; caution: lf3's own
+      figure set it, no held-out choice did. Live CAM++ runs relabelled (eval_meeting
+      --replay), naming delay of a returning voice p50 / p95 and named within 1.5 s, before
+      -> 0.65: lf3 2.14 / 2.44, 0 of 24 -> 1.14 / 2.42, 15; lf6 1.55 / 2.45, 9 of 22 -> 1.34
+      / 2.25, 16; lf2 2.15 / 2.28, 4 of 28 -> 1.03 / 2.19, 21; DER, cpWER unchanged.
     """
 
     match_threshold: float = 0.72
@@ -183,7 +202,7 @@ MODEL_THRESHOLDS: dict[str, SpeakerConfig] = {
         partial_min_s=1.5,
         partial_threshold=0.55,
         partial_hop_s=1.5,
-        partial_short_threshold=0.65,
+        partial_short_threshold=0.65,  # see SpeakerConfig: above the calibrated 0.61
         partial_short_min_s=0.9,
     ),
 }

@@ -21,7 +21,8 @@ from streamcap.core.live_config import LiveConfig
 from streamcap.core.speakers import SpeakerConfig
 from streamcap.evaluation.live_run import run_stream
 from streamcap.runtime.engine import Engine, options_for
-from streamcap.runtime.labeller import PAD_S, FileLabeller, SpeakerLabeller
+from streamcap.runtime.file_labeller import FileLabeller
+from streamcap.runtime.labeller import PAD_S, SpeakerLabeller
 
 SR = SAMPLE_RATE
 

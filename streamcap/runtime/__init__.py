@@ -39,13 +39,13 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.runtime.engines import engine_names as engine_names
     from streamcap.runtime.engines import make_engine as make_engine
     from streamcap.runtime.engines import register_engine as register_engine
+    from streamcap.runtime.file_labeller import FileLabeller as FileLabeller
     from streamcap.runtime.free_cores import FreeCores as FreeCores
     from streamcap.runtime.free_cores import OtherLoad as OtherLoad
     from streamcap.runtime.jobs import DecodeJob as DecodeJob
     from streamcap.runtime.jobs import JobOutcome as JobOutcome
     from streamcap.runtime.jobs import StreamStats as StreamStats
     from streamcap.runtime.jobs import WorkerStats as WorkerStats
-    from streamcap.runtime.labeller import FileLabeller as FileLabeller
     from streamcap.runtime.labeller import SpeakerLabeller as SpeakerLabeller
     from streamcap.runtime.scheduler import Scheduler as Scheduler
     from streamcap.runtime.stream import LiveStream as LiveStream
@@ -90,13 +90,13 @@ _EXPORTS = {
     "engine_names": "engines",
     "make_engine": "engines",
     "register_engine": "engines",
+    "FileLabeller": "file_labeller",
     "FreeCores": "free_cores",
     "OtherLoad": "free_cores",
     "DecodeJob": "jobs",
     "JobOutcome": "jobs",
     "StreamStats": "jobs",
     "WorkerStats": "jobs",
-    "FileLabeller": "labeller",
     "SpeakerLabeller": "labeller",
     "Scheduler": "scheduler",
     "LiveStream": "stream",

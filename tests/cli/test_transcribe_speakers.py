@@ -1,5 +1,5 @@
 """`streamcap transcribe --speakers auto FILE`: speaker labels on a file's offline finals, by the
-live path's labeller (`runtime.labeller.FileLabeller` around `SpeakerLabeller`).
+live path's labeller (`runtime.file_labeller.FileLabeller` around `SpeakerLabeller`).
 
 Real audio, the real command: two recorded voices of tests/data taking turns (the librivox
 reader and JFK, as tests/voicekit.py builds them), with the bundled Whisper base model.
