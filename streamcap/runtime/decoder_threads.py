@@ -4,9 +4,9 @@ A decoder step is a few hundred small operations (one token's matrix-vector prod
 each operation on two threads ends at a barrier where both threads meet. On a quiet machine
 that is the faster way. When another program keeps a core busy, the thread that shares the
 core with it is descheduled for milliseconds at a time and its partner waits at every
-barrier: measured on the 2-core dev machine (AMD EPYC, avx512_bf16) with one busy process,
-the 17 recorded English dev clips decoded in 14.98 s on 2 threads and 4.55 s on 1 (3.3x;
-`/work/notes/i38/dec_threads2.py`, issue 38's note).
+barrier: measured on the 2-core dev machine (Intel Xeon, AVX512-BF16 and AMX) beside one busy
+process, the 17 recorded English dev clips decoded in 14.98 s on 2 threads and 4.55 s on 1
+(3.3x; issue 38's note).
 
 A decode on one thread cannot simply replace the one on all threads: a pass over several
 rows (a draft verified) is a matrix product whose sums are split differently on another thread
@@ -25,10 +25,10 @@ encoder's measured choice), else as this strategy's own measurements per forward
 GPU, or with one thread, there is nothing to choose (`PlainDecode`).
 
 An option, not the default (`Engine.adapt_threads(draft_on_one=True)`): beside one busy process
-it bounded the worst final (lf3's first 150 s, simulated clock: worst 4.1-6.3 s in three runs,
-against 3.7-141 s on two threads), but the one-thread draft and the verifying pass cost more
-than two threads do most of the time, and on the real clock finals came later (one publisher:
-p95 2.22 s against 1.68 s; two: 3.63 s against 2.75 s; issue 38's note).
+it bounded the worst final (lf3's first 150 s, simulated clock, with `FreeCores`: worst 4.4 to
+6.3 s in three runs, against 3.7 to 141 s in five on two threads), but the one-thread draft and
+the verifying pass cost more than two threads do most of the time, and on the real clock finals
+came later (one publisher: p95 2.22 s against 1.68 s; two: 3.63 s against 2.75 s; issue 38).
 """
 
 from __future__ import annotations
