@@ -258,10 +258,12 @@ class SpeakerTracker:
         return len(self._sums)
 
     def enrol(self, name: str, embedding: Vector, speech_s: float) -> int:
-        """Found speaker ``name`` from a sample of its voice before anyone speaks (a unit
-        embedding of ``speech_s`` seconds: `runtime.enrol`); a known voice from then on."""
-        if self.heard or not name or name in self._names:
-            raise ValueError(f"enrol distinct names before the first final: {name!r}")
+        """Found speaker ``name`` from a sample of its voice (a unit embedding of ``speech_s``
+        seconds: `runtime.enrol`); a known voice from then on. Before anyone speaks, or during
+        the meeting (the page's enrolment): appended after the voices heard, so no label
+        changes ("Speaker N" counts the unnamed before it only)."""
+        if not name or name in self._names:
+            raise ValueError(f"enrol distinct names: {name!r}")
         self._sums.append(
             unit(embedding).astype(np.float64) * min(speech_s, self.config.max_weight_s)
         )

@@ -203,11 +203,7 @@ def enrol_late(
             return labels[k]
     if len(tracker) >= tracker.config.max_speakers:
         raise EnrolmentError(f"the stream knows {len(tracker)} voices, the most it labels")
-    heard, tracker.heard = tracker.heard, False  # the tracker enrols before the first final
-    try:  # only: appending keeps every label as it is, which is what that rule protects
-        tracker.enrol(voice.name, voice.embedding, voice.speech_s)
-    finally:
-        tracker.heard = heard
+    tracker.enrol(voice.name, voice.embedding, voice.speech_s)  # appended: no label changes
     return ""
 
 

@@ -76,16 +76,18 @@ def test_an_enrolled_voice_counts_as_known_for_partials() -> None:
     assert name_partial(t, strangers, 2.5).speaker is None
 
 
-def test_enrolment_comes_first_and_names_are_distinct() -> None:
-    v = voices(2)
+def test_names_are_distinct_and_a_late_enrolment_changes_no_label() -> None:
+    v = voices(3)
     rng = np.random.default_rng(8)
     t = SpeakerTracker()
     t.enrol("Mary", utterance(v[0], rng), 5.0)
     with pytest.raises(ValueError, match="distinct"):
         t.enrol("Mary", utterance(v[1], rng), 5.0)
-    t.assign(utterance(v[1], rng), 3.0)
-    with pytest.raises(ValueError, match="before the first final"):
-        t.enrol("Ben", utterance(v[1], rng), 5.0)
+    first = t.assign(utterance(v[1], rng), 3.0).speaker
+    assert first is not None
+    assert t.label(first) == "Speaker 1"
+    ben = t.enrol("Ben", utterance(v[2], rng), 5.0)  # during the meeting: appended
+    assert t.label(first) == "Speaker 1" and t.label(ben) == "Ben"
 
 
 # --------------------------------------------------------------------------- samples
