@@ -120,6 +120,32 @@ def write_refusal(
     return f"{doing} on a server without --publish-token is for this machine only"
 
 
+def refuse_write(
+    cfg: ServerConfig,
+    refusals: Refusals,
+    request: Request,
+    connection: ServerConnection,
+    token: str | None,
+    doing: str,
+    counted: str,
+    limit: int,
+    too_big: str,
+) -> Response | None:
+    """The answer to a POST that may not go on, None when it may: 403 for a client that may not
+    write (`write_refusal` of ``doing``; counted as an auth refusal, ``counted``), else 413 for
+    a body over ``limit`` bytes (``too_big`` says what one takes). Renames and voices both."""
+    why = write_refusal(cfg, request, peer_address(connection), token, doing)
+    if why is not None:
+        refusals.refused("auth", counted)
+        return routes.text(HTTPStatus.FORBIDDEN, why)
+    size = request.body_bytes if isinstance(request, BodyRequest) else 0
+    if size > limit:
+        return routes.text(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the body is {size} bytes; {too_big}"
+        )
+    return None
+
+
 def _constant(token: str) -> float:
     raise ValueError(f"{token} is not JSON")
 
@@ -151,28 +177,18 @@ class Renames:
                 "use GET to read the names, POST to rename\n",
                 extra=(("Allow", "GET, POST"),),
             )
-        why = self._refusal(request, connection, token)
-        if why is not None:
-            self.refusals.refused("auth", f"rename {stream}")
-            return routes.text(HTTPStatus.FORBIDDEN, why)
-        size = request.body_bytes if isinstance(request, BodyRequest) else 0
-        if size > MAX_BODY_BYTES:
-            return routes.text(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                f"the body is {size} bytes; a rename takes at most {MAX_BODY_BYTES}",
-            )
+        refused = refuse_write(
+            cfg, self.refusals, request, connection, token, "renaming", f"rename {stream}",
+            MAX_BODY_BYTES, f"a rename takes at most {MAX_BODY_BYTES}",
+        )  # fmt: skip
+        if refused is not None:
+            return refused
         try:
             changes = self._changes(request.body if isinstance(request, BodyRequest) else b"")
         except (NamesError, ProtocolError) as e:
             reason = e.reason if isinstance(e, ProtocolError) else str(e)
             return routes.text(HTTPStatus.BAD_REQUEST, reason)
         return self._post(stream, changes)
-
-    def _refusal(
-        self, request: Request, connection: ServerConnection, token: str | None
-    ) -> str | None:
-        """Why this client may not rename (None: it may)."""
-        return write_refusal(self.config, request, peer_address(connection), token, "renaming")
 
     @staticmethod
     def _changes(body: bytes) -> dict[str, str]:

@@ -45,12 +45,11 @@ from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request, Response
 
 from . import routes
-from .accept import peer_address
 from .client_text import parse_speaker
 from .close import ProtocolError
 from .config import LiveStreamLike, ServerConfig, StreamFactory
 from .http_body import MAX_SAMPLE_BYTES, BodyRequest
-from .names import write_refusal
+from .names import refuse_write, write_refusal
 from .refusal import Refusals
 from .request import STREAM_ID_RE, check_token, extract_token
 
@@ -174,18 +173,13 @@ class Voices:
                 "use POST with a WAV file to enrol a voice, GET to list them\n",
                 extra=(("Allow", "GET, POST"),),
             )
-        peer = peer_address(connection)
-        why = write_refusal(self.config, request, peer, token, "enrolling a voice")
-        if why is not None:
-            self.refusals.refused("auth", f"enrol {stream}")
-            return routes.text(HTTPStatus.FORBIDDEN, why)
-        size = request.body_bytes if isinstance(request, BodyRequest) else 0
-        if size > MAX_SAMPLE_BYTES:
-            return routes.text(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                f"the body is {size} bytes; a voice sample takes at most {MAX_SAMPLE_BYTES} "
-                "(30 s of 16 kHz mono 16-bit WAV)",
-            )
+        refused = refuse_write(
+            self.config, self.refusals, request, connection, token, "enrolling a voice",
+            f"enrol {stream}", MAX_SAMPLE_BYTES,
+            f"a voice sample takes at most {MAX_SAMPLE_BYTES} (30 s of 16 kHz mono 16-bit WAV)",
+        )  # fmt: skip
+        if refused is not None:
+            return refused
         body = request.body if isinstance(request, BodyRequest) else b""
         try:
             name = check_name(params.get("name"))
