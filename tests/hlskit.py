@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-from serverkit import SR, FakeWorker
+from serverkit import SR, FakeWorker, QuietStream
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.server.client import publish, ws_url
@@ -21,7 +21,7 @@ from streamcap.server.config import ServerConfig
 from streamcap.server.thread import ServerThread
 
 
-class AudioTimedStream:
+class AudioTimedStream(QuietStream):
     """A stand-in `LiveStream`: each frame of audio is one final, "Words N.", spanning that
     frame on the stream's clock (its audio seconds), as a real stream's finals do; said by
     `speaker` (a voice label, as `--speakers auto` gives)."""
@@ -39,15 +39,6 @@ class AudioTimedStream:
         end = self.audio_s - 0.1
         self.on_caption(CaptionEvent("final", self.n, text, start, end, speaker=self.speaker))
         self.n += 1
-
-    def pause(self) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        return True
 
 
 def factory(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]) -> Any:

@@ -211,6 +211,20 @@ class ServeProcess:
 BAD_TEXT = "bad \udfff"
 
 
+class QuietStream:
+    """What a stand-in `LiveStream` does on a pause, at the end and when asked to wait: nothing
+    (its captions are out as soon as it is fed). Stand-ins subclass it and write `feed`."""
+
+    def pause(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        return True
+
+
 class FakeStream:
     """A stand-in `LiveStream`: every `feed` is one final ("bad" text for the second one,
     if asked), `errors` as a real one keeps them."""

@@ -9,7 +9,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from serverkit import PUB, SR, START, ingest
+from serverkit import PUB, SR, START, QuietStream, ingest
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.server.thread import ServerThread
@@ -17,7 +17,7 @@ from streamcap.server.thread import ServerThread
 FRAME = bytes(2 * SR // 10)  # 0.1 s of silence: the stand-in stream makes one final of it
 
 
-class LabelledStream:
+class LabelledStream(QuietStream):
     """A stand-in `LiveStream`: every `feed` is one final, its voice label "Speaker 1" and
     "Speaker 2" in turn (as `--speakers auto` labels a meeting)."""
 
@@ -31,15 +31,6 @@ class LabelledStream:
             CaptionEvent("final", self.n, f"final {self.n}", self.n, self.n + 0.5, speaker=who)
         )
         self.n += 1
-
-    def pause(self) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        return True
 
 
 def labelled_factory(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serverkit import START, Collector, FakeWorker, http_get, ingest
+from serverkit import START, Collector, FakeWorker, QuietStream, http_get, ingest
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.crosstalk import CrossTalkConfig
@@ -58,7 +58,7 @@ SAID = [
 ]
 
 
-class ScriptedStream:
+class ScriptedStream(QuietStream):
     """A stand-in `LiveStream` whose every audio frame brings its next scripted caption."""
 
     def __init__(self, on_caption: Callable[[CaptionEvent], None], script: list[CaptionEvent]):
@@ -68,15 +68,6 @@ class ScriptedStream:
     def feed(self, samples: Any) -> None:
         if self.script:
             self.on_caption(self.script.pop(0))
-
-    def pause(self) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        return True
 
 
 #: (room, publisher) whose stand-in says its microphone heard no speech at all, as a

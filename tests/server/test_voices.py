@@ -24,7 +24,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serverkit import PUB, SR, START, VIEW, Collector, FakeWorker, http_get, ingest
+from serverkit import (
+    PUB,
+    SR,
+    START,
+    VIEW,
+    Collector,
+    FakeWorker,
+    QuietStream,
+    http_get,
+    ingest,
+)
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.server.config import ServerConfig
@@ -34,7 +44,7 @@ FINAL_S = 3.5
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-class VoiceStream:
+class VoiceStream(QuietStream):
     """A stand-in `LiveStream` whose stage is the real `SpeakerLabeller`: every `FINAL_S`
     seconds fed make one final, which the labeller labels by voice."""
 
@@ -54,15 +64,6 @@ class VoiceStream:
             for out in self.stage.process(ev):
                 self.on_caption(out)
             self.n += 1
-
-    def pause(self) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        return True
 
 
 @pytest.fixture(scope="module")
