@@ -183,6 +183,19 @@ def encoder():  # type: ignore[no-untyped-def]
     return VoiceEncoder()
 
 
+def three_turns(speech: dict[str, Any]) -> tuple[np.ndarray, float, float, float]:
+    """The reader (7.1 s), a second of silence, the same reader again (2.99 s), a second, then
+    JFK (4.4 s, never heard): the audio and where each turn ends (s)."""
+    reader = clip(speech, "en_real_librivox_0870")
+    reader2 = clip(speech, "en_real_librivox_0880")
+    jfk = clip(speech, "en_real_jfk")[: int(4.4 * SR)]
+    gap = np.zeros(SR, np.float32)
+    t1 = len(reader) / SR
+    t2 = t1 + 1.0 + len(reader2) / SR
+    t3 = t2 + 1.0 + len(jfk) / SR
+    return np.concatenate([reader, gap, reader2, gap, jfk]), t1, t2, t3
+
+
 @pytest.mark.model
 def test_the_stage_names_a_known_voice_and_leaves_a_new_one_unnamed(
     speech: dict[str, Any], encoder: Any
@@ -192,14 +205,7 @@ def test_the_stage_names_a_known_voice_and_leaves_a_new_one_unnamed(
     new audio is embedded for each partial; finals are labelled as without partial names."""
     from streamcap.runtime.labeller import SpeakerLabeller
 
-    reader = clip(speech, "en_real_librivox_0870")  # 7.1 s
-    reader2 = clip(speech, "en_real_librivox_0880")  # the same reader, 2.99 s
-    jfk = clip(speech, "en_real_jfk")[: int(4.4 * SR)]
-    gap = np.zeros(SR, np.float32)
-    audio = np.concatenate([reader, gap, reader2, gap, jfk])
-    t1 = len(reader) / SR
-    t2 = t1 + 1.0 + len(reader2) / SR
-    t3 = t2 + 1.0 + len(jfk) / SR
+    audio, t1, t2, t3 = three_turns(speech)
     stage = SpeakerLabeller(encoder)
     plain = SpeakerLabeller(encoder, SpeakerConfig(name_partials=False))
     for s in (stage, plain):
@@ -286,13 +292,7 @@ def test_campplus_names_a_known_voice_from_its_first_partial(speech: dict[str, A
     from streamcap.speakers.campplus import CampplusEncoder
 
     encoder = CampplusEncoder()
-    reader = clip(speech, "en_real_librivox_0870")  # 7.1 s
-    reader2 = clip(speech, "en_real_librivox_0880")  # the same reader, 2.99 s
-    jfk = clip(speech, "en_real_jfk")[: int(4.4 * SR)]
-    gap = np.zeros(SR, np.float32)
-    audio = np.concatenate([reader, gap, reader2, gap, jfk])
-    t1 = len(reader) / SR
-    t2 = t1 + 1.0 + len(reader2) / SR
+    audio, t1, t2, _ = three_turns(speech)
     stage = SpeakerLabeller(encoder)
     cfg = stage.config
     assert cfg.partial_short_threshold is not None
