@@ -258,10 +258,8 @@ class SpeakerTracker:
         return len(self._sums)
 
     def enrol(self, name: str, embedding: Vector, speech_s: float) -> int:
-        """Found speaker ``name`` from a sample of its voice (a unit embedding of ``speech_s``
-        seconds: `runtime.enrol`); a known voice from then on. Before anyone speaks, or during
-        the meeting (the page's enrolment): appended after the voices heard, so no label
-        changes ("Speaker N" counts the unnamed before it only)."""
+        """Found speaker ``name`` from a unit embedding of ``speech_s`` seconds of its voice
+        (`runtime.enrol`), before or during the meeting: appended, so no label changes."""
         if not name or name in self._names:
             raise ValueError(f"enrol distinct names: {name!r}")
         self._sums.append(
