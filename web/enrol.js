@@ -2,7 +2,9 @@
 // with the page's own capture (mic-worklet.js, 16-bit PCM) and posted as a WAV file to this
 // server's POST /streams/ID/voices?name=NAME (streamcap/server/voices.py), with the page's
 // publish token (enrolling changes what the stream's captions say, as a rename does). The
-// server embeds the voice and the stream's labeller names it from its next final on.
+// server embeds the voice and the stream's labeller names it from its next final on. A name the
+// stream has enrolled already is refused (409); the page then offers to replace its sample:
+// the button becomes "Replace", and the next recording of that name is sent with &replace=1.
 // Only this page's own origin is reached (the page's CSP: connect-src 'self').
 "use strict";
 (() => {
@@ -12,6 +14,15 @@
   // takes about 8); ?enrol_s=N for 3-30
   const SECONDS = Math.min(30, Math.max(3, Number(P.get("enrol_s")) || 8));
   let rec = null; // {media, ctx, node, chunks, timer, rate, stopAt}
+  let replacing = null; // {stream, name}: the next recording of that name replaces its sample
+
+  /** The button's word: "Replace" while a refused name may be replaced, else "Record". */
+  function idle() {
+    const name = $("enrol-name").value.trim(), stream = $("stream").value.trim();
+    const armed = replacing && replacing.name === name && replacing.stream === stream;
+    if (!armed) replacing = null;
+    $("enrol-record").textContent = armed ? "Replace" : "Record";
+  }
 
   function say(text, kind = "") {
     $("enrol-status").textContent = text;
@@ -65,7 +76,9 @@
     const mute = ctx.createGain();
     mute.gain.value = 0;
     ctx.createMediaStreamSource(media).connect(node).connect(mute).connect(ctx.destination);
-    const r = { media, ctx, node, chunks: [], rate: ctx.sampleRate, stopAt: performance.now() + SECONDS * 1000, stream, name };
+    const replace = Boolean(replacing && replacing.name === name && replacing.stream === stream);
+    replacing = null;
+    const r = { media, ctx, node, chunks: [], rate: ctx.sampleRate, stopAt: performance.now() + SECONDS * 1000, stream, name, replace };
     rec = r;
     node.port.onmessage = (e) => {
       const pcm = new Int16Array(e.data);
@@ -100,6 +113,7 @@
     $("enrol-record").disabled = true;
     say("uploading…");
     const q = new URLSearchParams({ name: r.name });
+    if (r.replace) q.set("replace", "1");
     const headers = { "Content-Type": "audio/wav" };
     const token = $("token").value;
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -108,17 +122,24 @@
         method: "POST", headers, body: wav(r.chunks, r.rate), cache: "no-store",
       });
       const body = await res.text();
-      if (!res.ok) {
+      if (res.status === 409 && body.includes("&replace=1")) {
+        // the name is enrolled already: the server would replace its sample if asked
+        replacing = { stream: r.stream, name: r.name };
+        say(`not enrolled: ${r.name} is enrolled in ${r.stream} already. Press Replace and read ` +
+          "the sentence again to replace that sample", "error");
+      } else if (!res.ok) {
         say(`not enrolled: ${body.trim() || res.status}`, "error");
       } else {
         const j = JSON.parse(body);
         const was = j.was ? ` (the voice was ${j.was} so far: rename ${j.was} to name what it said)` : "";
-        say(`${j.name} enrolled in ${j.stream}: ${Number(j.speech_s).toFixed(1)} s of speech${was}`, "done");
+        const what = r.replace ? `${j.name}'s sample replaced in` : `${j.name} enrolled in`;
+        say(`${what} ${j.stream}: ${Number(j.speech_s).toFixed(1)} s of speech${was}`, "done");
       }
     } catch (e) {
       say(`not enrolled: ${e.message || e}`, "error");
     } finally {
       $("enrol-record").disabled = false;
+      idle();
     }
   }
 
@@ -130,6 +151,8 @@
       record();
     }
   });
+  $("enrol-name").addEventListener("input", idle); // another name: nothing to replace
+  $("stream").addEventListener("input", idle);
   $("enrol-name").addEventListener("keydown", (e) => {
     if (e.key === "Enter") { e.preventDefault(); if (!rec) record(); }
   });

@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.core.segmenter import segment_audio as segment_audio
     from streamcap.core.speaker_partials import name_partial as name_partial
     from streamcap.core.speaker_partials import partial_least_s as partial_least_s
+    from streamcap.core.speaker_removal import forget_voice as forget_voice
     from streamcap.core.speakers import MODEL_THRESHOLDS as MODEL_THRESHOLDS
     from streamcap.core.speakers import SpeakerConfig as SpeakerConfig
     from streamcap.core.speakers import SpeakerTracker as SpeakerTracker
@@ -137,6 +138,7 @@ _EXPORTS = {
     "segment_audio": "segmenter",
     "name_partial": "speaker_partials",
     "partial_least_s": "speaker_partials",
+    "forget_voice": "speaker_removal",
     "MODEL_THRESHOLDS": "speakers",
     "SpeakerConfig": "speakers",
     "SpeakerTracker": "speakers",

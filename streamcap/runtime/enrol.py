@@ -207,6 +207,23 @@ def enrol_late(
     return ""
 
 
+def replace_late(
+    tracker: SpeakerTracker, late_names: dict[int, str], model: str, voice: EnrolledVoice
+) -> tuple[SpeakerTracker, dict[int, str], str]:
+    """``voice`` enrolled in place of the meeting's voice of its name, if any (the server's
+    ``POST /streams/ID/voices?name=Mary&replace=1``: a better sample): the old one taken out
+    (`core.speaker_removal.forget_voice`), then the new one enrolled as `enrol_late` does, both
+    on copies, so that a refusal (`EnrolmentError`: the new sample is another name's voice)
+    leaves the meeting as it was. Returns the new tracker, late names and `enrol_late`'s
+    label the voice had, for the labeller to take whole."""
+    from streamcap.core.speaker_removal import forget_voice
+
+    t, late = tracker.copy(), dict(late_names)
+    forget_voice(t, late, voice.name)
+    was = enrol_late(t, lambda k: late.get(k) or t.label(k), late, model, voice)
+    return t, late, was
+
+
 def is_auto_label(label: str) -> bool:
     """``label`` is one the labeller numbered ("Speaker 3"), not a person's name (names
     like it are refused: ``--enroll``, `server.voices`)."""

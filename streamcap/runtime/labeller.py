@@ -67,6 +67,7 @@ from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import WordTiming
 from streamcap.core.speaker_partials import name_partial, partial_least_s
+from streamcap.core.speaker_removal import forget_voice
 from streamcap.core.speakers import (
     ChangePoint,
     Decision,
@@ -193,14 +194,26 @@ class SpeakerLabeller:
         with self._lock:
             return self._process(event)
 
-    def enrol(self, voice: EnrolledVoice) -> str:
+    def enrol(self, voice: EnrolledVoice, replace: bool = False) -> str:
         """Name ``voice`` from the next final on, whenever it comes (the page's enrolment;
-        `runtime.enrol.enrol_late` says how); the label it had so far ("" when new)."""
-        from streamcap.runtime.enrol import enrol_late
+        `runtime.enrol.enrol_late` says how); the label it had so far ("" when new).
+        ``replace``: in place of the voice of that name, if any (`enrol.replace_late`)."""
+        from streamcap.runtime.enrol import enrol_late, replace_late
 
         model = str(getattr(self.encoder, "name", "ge2e"))
         with self._lock:
-            return enrol_late(self.tracker, self.label, self.late_names, model, voice)
+            if not replace:
+                return enrol_late(self.tracker, self.label, self.late_names, model, voice)
+            self.tracker, self.late_names, was = replace_late(
+                self.tracker, self.late_names, model, voice
+            )
+            return was
+
+    def forget(self, name: str) -> str | None:
+        """Take enrolled ``name`` back: the label its voice's next finals get, None when this
+        meeting has no such voice (`core.speaker_removal.forget_voice` says how)."""
+        with self._lock:
+            return forget_voice(self.tracker, self.late_names, name)
 
     def label(self, speaker: int) -> str:
         """Speaker ``speaker``'s label: its name, else "Speaker N" (`SpeakerTracker.label`)."""

@@ -8,7 +8,8 @@ frozen snapshot read field by field, never a dict read back by key: the streams
 its load, admission and batches, `runtime.worker_status.BatchFigures`), the remote backend
 (`runtime.worker_status.RemoteStatus`), the caption sinks (`sinks.runner.SinkFigures`). No
 per-stream labels: stream ids come from clients, and a label per id would grow without bound
-(the sinks' streams are the exception: the server's configuration names them).
+(the sinks' streams are the exception: the server's configuration names them; and the streams
+with enrolled voices, `voice_metrics`, which a token holder makes, at most `voices.MAX_STREAMS`).
 """
 
 from __future__ import annotations

@@ -7,23 +7,33 @@ stereo, 8-48 kHz, at most `enrol.MAX_UPLOAD_S` seconds and `http_body.MAX_SAMPLE
 the mic page's "Enrol my voice" records one) answers 200 with
 ``{"stream": ID, "name": "Mary", "speech_s": 5.2, "was": "", "voices": ["Mary"]}``: ``was`` is
 the label the voice had in the running meeting ("Speaker 1": its earlier finals keep it, a
-rename names them) or "" for a voice not heard yet. ``GET`` (the view token's) answers the
-stream's enrolled names. Who may enrol: who may rename (`names.write_refusal`: the publish
+rename names them) or "" for a voice not heard yet; every answer also lists the enrolled voices
+with their seconds of speech, ``"enrolled": [{"name": "Mary", "speech_s": 5.2}]`` (never an
+embedding). ``GET`` (the view token's) answers the list. A name enrolled already is a 409,
+unless the request says ``&replace=1``: the new sample then takes the old one's place
+(`SpeakerLabeller.enrol`'s ``replace``; a name not enrolled yet is simply enrolled).
+``DELETE /streams/ID/voices?name=Mary`` takes the voice back (`SpeakerLabeller.forget`,
+`core.speaker_removal`): later finals no longer get the name, past captions keep it; the
+answer says which label the voice's next finals get as ``now`` ("Speaker 2" for a voice the
+meeting had numbered before its enrolment, else ""); 404 for a name the stream has not
+enrolled. Who may enrol or take back: who may rename (`names.write_refusal`: the publish
 token, else loopback clients only; an allowed Origin), decided on the request's headers before
 a byte of its body is kept (`may_upload`, `http_body`): a stranger's megabyte is read and
 dropped as any big body is, never held. The name follows the rules of a
 rename's (`client_text.parse_speaker`), and may not be an automatic label ("Speaker 2"), a
 voice ``--enroll`` gave the server, or one the stream has. Refusals are one line: 400 (name,
-body: not a WAV file, too long, too little sound), 403, 405, 409 (the name or the voice is
-taken, or the server labels no voices), 413, 503 (no voice encoder installed).
+body: not a WAV file, too long, too little sound), 403, 404 (DELETE: not enrolled), 405, 409
+(the name or the voice is taken, or the server labels no voices), 413, 503 (no voice encoder
+installed). ``/metrics`` counts each stream's enrolled voices (`voice_metrics`).
 
 What an enrolment changes: the stream's running labellers (a `LiveStream`'s stage, kept here
 per stream while it lives: `wrap`) take the voice at once (`SpeakerLabeller.enrol`, under its
 lock, on a thread), and every labeller the stream gets later starts from it, as from the
 server's ``--enroll`` voices. The sample is embedded off the event loop by the encoder the
 labellers use (a model). With ``--record DIR`` the embedding (not the audio) is kept in
-``DIR/<stream>.voices.json``, written atomically, and read back when the server starts: a
-restarted server still knows the voice, as it still knows the stream's renames.
+``DIR/<stream>.voices.json``, written atomically (removed with the stream's last voice), and
+read back when the server starts: a restarted server still knows the voice, as it still knows
+the stream's renames, and no longer knows one taken back.
 """
 
 from __future__ import annotations
@@ -48,10 +58,11 @@ from . import routes
 from .client_text import parse_speaker
 from .close import ProtocolError
 from .config import LiveStreamLike, ServerConfig, StreamFactory
-from .http_body import MAX_SAMPLE_BYTES, BodyRequest
+from .http_body import MAX_BODY_BYTES, MAX_SAMPLE_BYTES, BodyRequest
 from .names import refuse_write, write_refusal
 from .refusal import Refusals
 from .request import STREAM_ID_RE, check_token, extract_token
+from .voice_metrics import VoiceCounts
 
 if TYPE_CHECKING:
     from streamcap.core.captions import CaptionEvent
@@ -120,6 +131,11 @@ class Voices:
         #: stream -> its running labellers (a session's stage lives as long as its stream)
         self._live: dict[str, weakref.WeakSet[Any]] = {}
         self._lock = asyncio.Lock()  # one enrolment at a time: checks and changes stay together
+        refusals.metrics.registry.register(VoiceCounts(self.counts))  # read at each scrape
+
+    def counts(self) -> dict[str, int]:
+        """Each stream's enrolled voices (over HTTP; not ``--enroll``'s), for ``/metrics``."""
+        return {stream: len(voices) for stream, voices in self.stored.items() if voices}
 
     # ------------------------------------------------------------------ streams
 
@@ -167,11 +183,20 @@ class Voices:
             if not check_token(self.config.view_token, token):
                 return routes.text(HTTPStatus.UNAUTHORIZED, "missing or wrong view token")
             return self._answer(HTTPStatus.OK, stream)
+        if request.method == "DELETE":
+            refused = refuse_write(
+                self.config, self.refusals, request, connection, token, "taking a voice back",
+                f"unenrol {stream}", MAX_BODY_BYTES, "DELETE needs no body",
+            )  # fmt: skip
+            if refused is not None:
+                return refused
+            return self._named(stream, params, self._delete)
         if request.method != "POST":
             return routes.response(
                 HTTPStatus.METHOD_NOT_ALLOWED,
-                "use POST with a WAV file to enrol a voice, GET to list them\n",
-                extra=(("Allow", "GET, POST"),),
+                "use POST with a WAV file to enrol a voice, GET to list them, DELETE to take "
+                "one back\n",
+                extra=(("Allow", "GET, POST, DELETE"),),
             )
         refused = refuse_write(
             self.config, self.refusals, request, connection, token, "enrolling a voice",
@@ -181,21 +206,30 @@ class Voices:
         if refused is not None:
             return refused
         body = request.body if isinstance(request, BodyRequest) else b""
+        replace = params.get("replace") == "1"
+        return self._named(stream, params, lambda s, n: self._post(s, n, body, replace))
+
+    @staticmethod
+    def _named(
+        stream: str, params: dict[str, str], then: Callable[[str, str], Awaitable[Response]]
+    ) -> Response | Awaitable[Response]:
+        """``then(stream, name)`` for the request's ``?name=`` (`check_name`), else its 400."""
         try:
             name = check_name(params.get("name"))
         except VoiceRefused as e:
             return routes.text(e.status, e.reason)
-        return self._post(stream, name, body)
+        return then(stream, name)
 
     def _answer(self, status: HTTPStatus, stream: str, **extra: Any) -> Response:
-        names = [v.name for v in self.stored.get(stream, ())]
-        body = json.dumps({"stream": stream, **extra, "voices": names}, ensure_ascii=False)
-        return routes.response(status, body + "\n", _JSON)
+        stored = self.stored.get(stream, ())
+        enrolled = [{"name": v.name, "speech_s": round(v.speech_s, 1)} for v in stored]
+        doc = {"stream": stream, **extra, "voices": [v.name for v in stored], "enrolled": enrolled}
+        return routes.response(status, json.dumps(doc, ensure_ascii=False) + "\n", _JSON)
 
-    async def _post(self, stream: str, name: str, body: bytes) -> Response:
+    async def _post(self, stream: str, name: str, body: bytes, replace: bool) -> Response:
         try:
             async with self._lock:
-                voice, was = await self._enrol(stream, name, body)
+                voice, was = await self._enrol(stream, name, body, replace)
         except VoiceRefused as e:
             return routes.text(e.status, e.reason)
         log.info("stream %s: voice enrolled: %s (%.1f s)", stream, name, voice.speech_s)
@@ -203,10 +237,37 @@ class Voices:
             HTTPStatus.OK, stream, name=name, speech_s=round(voice.speech_s, 1), was=was
         )
 
-    async def _enrol(self, stream: str, name: str, body: bytes) -> tuple[EnrolledVoice, str]:
+    async def _delete(self, stream: str, name: str) -> Response:
+        """``name`` taken back from ``stream``: out of its running labellers (each under its
+        lock, on a thread), of the voices its later sessions start from, and of the file."""
+        async with self._lock:
+            stored = self.stored.get(stream, [])
+            if name in self.server_names:  # every stream's: the command line's to change
+                return routes.text(
+                    HTTPStatus.CONFLICT, f"{name} is enrolled on this server (--enroll), "
+                    "not in one stream: restart the server without it"
+                )  # fmt: skip
+            if not any(v.name == name for v in stored):
+                return routes.text(HTTPStatus.NOT_FOUND, f"{name} is not enrolled in {stream}")
+            stored[:] = [v for v in stored if v.name != name]  # a session from now: without
+            if not stored:
+                del self.stored[stream]
+            now = ""
+            for stage in self._labellers(stream):  # the sessions running: each under its lock
+                if callable(getattr(stage, "forget", None)):
+                    now = await asyncio.to_thread(stage.forget, name) or now
+            if self.config.record_dir is not None:
+                await asyncio.to_thread(_save, self.config.record_dir, stream, stored)
+        log.info("stream %s: enrolled voice taken back: %s", stream, name)
+        return self._answer(HTTPStatus.OK, stream, name=name, now=now)
+
+    async def _enrol(
+        self, stream: str, name: str, body: bytes, replace: bool
+    ) -> tuple[EnrolledVoice, str]:
         from streamcap.runtime.enrol import EnrolmentError
 
         stored = self.stored.get(stream, [])
+        replaces = replace and any(v.name == name for v in stored)
         labellers = self._labellers(stream)
         if self.speakers != "auto" and not labellers:
             raise VoiceRefused(
@@ -217,9 +278,12 @@ class Voices:
             raise VoiceRefused(
                 HTTPStatus.CONFLICT, f"{name} is enrolled on this server already (--enroll)"
             )
-        if any(v.name == name for v in stored):
-            raise VoiceRefused(HTTPStatus.CONFLICT, f"{name} is enrolled in {stream} already")
-        if len(stored) + len(self.server_names) >= _most_voices():
+        if not replaces and any(v.name == name for v in stored):
+            raise VoiceRefused(
+                HTTPStatus.CONFLICT,
+                f"{name} is enrolled in {stream} already (add &replace=1 to replace the sample)",
+            )
+        if len(stored) - replaces + len(self.server_names) >= _most_voices():
             raise VoiceRefused(HTTPStatus.CONFLICT, f"{stream} has the most voices it may enrol")
         if not stored and len(self.stored) >= MAX_STREAMS:
             raise VoiceRefused(HTTPStatus.CONFLICT, "this server holds the most enrolled voices")
@@ -230,10 +294,11 @@ class Voices:
         was = ""
         try:
             for stage in labellers:  # the running meeting: under its labeller's lock
-                was = await asyncio.to_thread(stage.enrol, voice) or was
+                was = await asyncio.to_thread(stage.enrol, voice, replaces) or was
         except EnrolmentError as e:  # the name or the voice is the meeting's already
             raise VoiceRefused(HTTPStatus.CONFLICT, str(e)) from None
-        self.stored.setdefault(stream, []).append(voice)
+        kept = [v for v in stored if v.name != name]  # replaced: the new sample last
+        self.stored[stream] = [*kept, voice]
         if self.config.record_dir is not None:
             await asyncio.to_thread(_save, self.config.record_dir, stream, self.stored[stream])
         return voice, was
@@ -272,7 +337,8 @@ def _path(root: Path, stream: str) -> Path:
 
 
 def _save(root: Path, stream: str, voices: list[EnrolledVoice]) -> None:
-    """``root/<stream>.voices.json``, replaced atomically (a crash leaves the old or the new)."""
+    """``root/<stream>.voices.json``, replaced atomically (a crash leaves the old or the new);
+    removed when ``voices`` is empty (the stream's last voice taken back)."""
     doc = {
         "stream": stream,
         "voices": [
@@ -284,6 +350,9 @@ def _save(root: Path, stream: str, voices: list[EnrolledVoice]) -> None:
     path = _path(root, stream)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
+        if not voices:
+            path.unlink(missing_ok=True)
+            return
         tmp.write_text(json.dumps(doc), encoding="utf-8")
         os.replace(tmp, path)
     except OSError as e:  # the voice still names the stream until the server stops

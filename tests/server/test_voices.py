@@ -1,7 +1,9 @@
 """Issue 37, item 4: a voice enrolled over HTTP (`POST /streams/ID/voices?name=Ada`, a WAV file:
 what the mic page's "Enrol my voice" sends) names that voice in the stream's captions from its
 next final, in the running meeting and in every later session, also after a restart (with
-``--record``); and what is refused, with a clear status and one line.
+``--record``); and what is refused, with a clear status and one line. A sample replaced
+(``&replace=1``) and a voice taken back (``DELETE``) likewise, with the list (``GET``) and the
+per-stream count in ``/metrics``.
 
 A real server on loopback, real HTTP and WebSocket clients, real voices (tests/data: the
 librivox reader enrolled from one utterance, 0880, heard saying another, 0870; JFK; a Piper
@@ -108,9 +110,11 @@ def enrol(
     token: str | None = PUB,
     method: str = "POST",
     origin: str | None = None,
+    replace: bool = False,
 ) -> tuple[int, Any]:
     """`POST /streams/STREAM/voices?name=NAME` with ``body``: (status, JSON or text)."""
     q = "" if name is None else "?" + urllib.parse.urlencode({"name": name})
+    q += "&replace=1" if replace else ""
     headers = {"Content-Type": "audio/wav", **({"Origin": origin} if origin else {})}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
@@ -223,7 +227,9 @@ def test_an_enrolled_voice_is_named_from_its_next_final(tmp_path: Path, encoder:
     srv = serve(tmp_path, encoder)  # a restart: the recording keeps the voices
     try:
         status, _, body = http_get(srv.url(f"/streams/meet/voices?token={VIEW}"))
-        assert (status, json.loads(body)) == (200, {"stream": "meet", "voices": ["Ada", "Joe"]})
+        doc = json.loads(body)
+        assert (status, doc["stream"], doc["voices"]) == (200, "meet", ["Ada", "Joe"])
+        assert [v["name"] for v in doc["enrolled"]] == ["Ada", "Joe"]  # with seconds, no embedding
         viewer = Collector(srv, "meet")  # first the recorded finals, replayed
         assert viewer.wait_for(lambda c: len(c.finals()) == 9, 10), viewer.events
         with Publisher(srv, "meet", viewer) as pub:
@@ -298,3 +304,78 @@ def test_a_sample_body_is_kept_only_for_a_client_that_may_enrol(allowed: bool) -
     assert isinstance(request, BodyRequest) and seen == ["/streams/meet/voices?name=Ada"]
     assert request.body_bytes == len(body)
     assert request.body == (body if allowed else b"")  # the default: nothing kept
+
+
+def test_a_voice_is_replaced_taken_back_and_listed(tmp_path: Path, encoder: Any) -> None:
+    """``&replace=1`` swaps a name's sample, ``DELETE`` takes a voice back (later finals no
+    longer get the name, past ones keep it; a restarted server no longer knows it), ``GET``
+    lists the names with their seconds of speech, and ``/metrics`` counts them per stream."""
+    jfk, reader, joe = (
+        clip("en_real_jfk"),
+        clip("en_real_librivox_0870"),
+        clip("en_tts_piper_joe_s07"),
+    )
+    wrong, ada_sample = wav_bytes(jfk[: 6 * SR]), (DATA / "en_real_librivox_0880.wav").read_bytes()
+    saved = tmp_path / "meet.voices.json"
+
+    def listed(srv: ServerThread) -> tuple[list[Any], list[str]]:
+        status, _, body = http_get(srv.url(f"/streams/meet/voices?token={VIEW}"))
+        assert status == 200, body
+        doc = json.loads(body)
+        gauges = [
+            x for x in http_get(srv.url("/metrics"))[2].splitlines() if "enrolled_voices{" in x
+        ]
+        return [(v["name"], v["speech_s"]) for v in doc["enrolled"]], gauges
+
+    srv = serve(tmp_path, encoder)
+    try:
+        assert enrol(srv, "meet", "Ada", wrong)[0] == 200  # someone else's voice, by mistake
+        ((name, first_s),), gauges = listed(srv)
+        assert name == "Ada" and 4.0 <= first_s <= 6.0, first_s  # the first 6 s of JFK's
+        assert gauges == ['streamcap_enrolled_voices{stream="meet"} 1.0']
+        viewer = Collector(srv, "meet")
+        with Publisher(srv, "meet", viewer) as pub:
+            assert pub.say(piece(jfk)) == "Ada"
+            status, text = enrol(srv, "meet", "Ada", ada_sample)
+            assert status == 409 and "add &replace=1" in text, text
+            status, answer = enrol(srv, "meet", "Ada", ada_sample, replace=True)
+            assert (status, answer["was"], answer["voices"]) == (200, "", ["Ada"]), answer
+            assert [pub.say(piece(x)) for x in (reader, jfk)] == ["Ada", "Speaker 1"]
+            assert pub.say(piece(joe)) == "Speaker 2"
+            status, answer = enrol(srv, "meet", "Joe", wav_bytes(joe))
+            assert (status, answer["was"]) == (200, "Speaker 2"), answer
+            assert pub.say(piece(joe)) == "Joe"
+            enrolled, gauges = listed(srv)
+            assert [n for n, _ in enrolled] == ["Ada", "Joe"] and 2.0 <= enrolled[0][1] <= 3.0
+            assert gauges == ['streamcap_enrolled_voices{stream="meet"} 2.0']
+            assert [v["name"] for v in json.loads(saved.read_text())["voices"]] == ["Ada", "Joe"]
+            # taken back: refused first, one line each
+            for change, code, reason in [
+                ({"token": None}, 403, "missing publish token: taking a voice back needs it"),
+                ({"origin": "https://evil.example"}, 403, "origin not allowed"),
+                ({"name": "Speaker 1"}, 400, "automatic label"),
+                ({"name": "Nobody"}, 404, "Nobody is not enrolled in meet"),
+            ]:
+                kw: dict[str, Any] = {"name": "Joe", "token": PUB, **change}
+                got, text = enrol(srv, "meet", kw.pop("name"), b"", method="DELETE", **kw)
+                assert got == code and reason in text and text.count("\n") == 1, (change, text)
+            status, answer = enrol(srv, "meet", "Joe", b"", method="DELETE")
+            assert (status, answer["now"], answer["voices"]) == (200, "Speaker 2", ["Ada"])
+            assert [v["name"] for v in json.loads(saved.read_text())["voices"]] == ["Ada"]
+            assert pub.say(piece(joe)) == "Speaker 2"  # its number again
+            status, answer = enrol(srv, "meet", "Ada", b"", method="DELETE")
+            assert (status, answer["now"], answer["voices"]) == (200, "", [])
+            assert pub.say(piece(reader, FINAL_S)) == "Speaker 3"  # a voice not heard yet
+        past = ["Ada", "Ada", "Speaker 1", "Speaker 2", "Joe", "Speaker 2", "Speaker 3"]
+        assert [f["speaker"] for f in viewer.finals()] == past  # each keeps the name it got
+        viewer.stop()
+        assert enrol(srv, "meet", "Ada", b"", method="DELETE")[0] == 404
+        assert listed(srv) == ([], [])
+    finally:
+        srv.stop()
+    assert not saved.exists()
+    srv = serve(tmp_path, encoder)  # a restart: the voices taken back stay gone
+    try:
+        assert listed(srv) == ([], [])
+    finally:
+        srv.stop()

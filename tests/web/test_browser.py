@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
+from browserkit import launch, need_chromium
 
 from streamcap.server.config import ServerConfig
 from streamcap.server.thread import ServerThread
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
-CHROMIUM = "/usr/bin/chromium"
 OUT = Path(__file__).resolve().parents[2] / "out"
 
 
@@ -43,31 +43,13 @@ def server(engine: Any) -> Iterator[ServerThread]:
 
 @pytest.fixture
 def browser(tmp_path: Path, speech: dict) -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = need_chromium()
     # Capture starts when the device opens and the first ~0.25 s are lost: pad with silence.
     wav = tmp_path / "mic.wav"
     silence = np.zeros(16000, np.float32)
     sf.write(wav, np.concatenate([silence, speech["en_real_jfk"], silence, silence]), 16000)
     with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--use-fake-ui-for-media-stream",
-                "--use-fake-device-for-media-stream",
-                f"--use-file-for-fake-audio-capture={wav}%noloop",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-            viewport={"width": 1280, "height": 720},
-        )
+        context = launch(pw, tmp_path / "profile", wav, viewport=(1280, 720))
         try:
             yield context
         finally:

@@ -2,8 +2,10 @@
 virtual microphone (tests/pulse_mic.py: Chromium's default microphone, no fake-device flags)
 that plays the librivox reader: type a name, press Record, and the page uploads its recording
 to the real server (`POST /streams/ID/voices`), which embeds it with the real speaker model and
-answers; the page says "Ada enrolled". A screenshot of the page is left for a person to look
-at (``STREAMCAP_SHOTS``, default out/). Facts about this setup: ../shared/TESTING.md.
+answers; the page says "Ada enrolled". The same name again is refused (409), and the page
+offers to replace that sample: its button says "Replace", and the next recording does (sent with
+``&replace=1``). Screenshots of the page are left for a person to look at (``STREAMCAP_SHOTS``,
+default out/). Facts about this setup: ../shared/TESTING.md.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from browserkit import launch, need_chromium
 
 from streamcap.server.config import ServerConfig
 from streamcap.server.thread import ServerThread
 
 pytestmark = [pytest.mark.browser, pytest.mark.mic]
 
-CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 SHOTS = Path(os.environ.get("STREAMCAP_SHOTS", ROOT / "out"))
@@ -48,9 +50,7 @@ def server() -> Iterator[ServerThread]:
 def test_enrol_my_voice_records_uploads_and_says_enrolled(
     server: ServerThread, pulse_mic: Any, tmp_path: Path
 ) -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = need_chromium()
     # the reader's two utterances, looped by the virtual microphone
     with wave.open(str(DATA / "en_real_librivox_0870.wav")) as w:
         a = np.frombuffer(w.readframes(w.getnframes()), "<i2")
@@ -62,22 +62,8 @@ def test_enrol_my_voice_records_uploads_and_says_enrolled(
         w.writeframes(np.concatenate([np.zeros(4000, "<i2"), a]).tobytes())
     pulse_mic.play(mic)
     with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--use-fake-ui-for-media-stream",  # allow the microphone; the device is real
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-            env={**os.environ, "PULSE_SERVER": pulse_mic.server},
-            viewport={"width": 900, "height": 900},
-        )
+        env = {**os.environ, "PULSE_SERVER": pulse_mic.server}  # the device is real
+        context = launch(pw, tmp_path / "profile", "default", viewport=(900, 900), env=env)
         try:
             page = context.pages[0] if context.pages else context.new_page()
             page.goto(server.url("/?stream=meet&token=pub&view_token=view&enrol_s=4"))
@@ -109,7 +95,8 @@ def test_enrol_my_voice_records_uploads_and_says_enrolled(
             assert 2.0 <= speech <= 4.0, status.inner_text()
             # the server kept it for the stream (the view token lists it)
             body = page.evaluate("fetch('/streams/meet/voices?token=view').then((r) => r.text())")
-            assert json.loads(body) == {"stream": "meet", "voices": ["Ada"]}
+            listed = json.loads(body)
+            assert listed["voices"] == ["Ada"] and listed["enrolled"][0]["speech_s"] == speech
             # the same name again, stopped early: the server's refusal, shown on the page
             page.click("#enrol-record")
             expect(page.locator("#enrol-record")).to_have_text("Stop")
@@ -118,5 +105,13 @@ def test_enrol_my_voice_records_uploads_and_says_enrolled(
                 "not enrolled: Ada is enrolled in meet already", timeout=30_000
             )
             assert page.locator("#enrol-status.error").count() == 1
+            # ... and the page offers to replace the sample: the next recording replaces it
+            expect(status).to_contain_text("Press Replace")
+            expect(page.locator("#enrol-record")).to_have_text("Replace")
+            page.screenshot(path=str(SHOTS / "enrol-replace-offered.png"), full_page=True)
+            page.click("#enrol-record")
+            expect(status).to_contain_text("Ada's sample replaced in meet", timeout=30_000)
+            expect(page.locator("#enrol-record")).to_have_text("Record")
+            page.screenshot(path=str(SHOTS / "enrol-replaced.png"), full_page=True)
         finally:
             context.close()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browserkit import launch, need_chromium
 from serverkit import FakeWorker, fake_factory
 from websockets.sync.server import ServerConnection, serve
 
@@ -30,7 +31,6 @@ from streamcap.server.thread import ServerThread
 
 pytestmark = [pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
 OUT = Path(__file__).resolve().parents[2] / "out"
 
 
@@ -87,27 +87,9 @@ def elsewhere() -> Iterator[Elsewhere]:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = need_chromium()
     with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--use-fake-ui-for-media-stream",  # the mic allowed, as after an earlier "Allow"
-                "--use-fake-device-for-media-stream",
-                "--autoplay-policy=no-user-gesture-required",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-            viewport={"width": 1000, "height": 700},
-        )
+        context = launch(pw, tmp_path / "profile", "fake", autoplay=True, viewport=(1000, 700))
         try:
             yield context
         finally:

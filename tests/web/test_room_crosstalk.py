@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
+from browserkit import launch, need_chromium
 from serverkit import http_get
 
 from streamcap.server.config import ServerConfig
@@ -33,7 +34,6 @@ from streamcap.server.thread import ServerThread
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
-CHROMIUM = "/usr/bin/chromium"
 SR = 16000
 LEAD_S = 2.0  # capture starts late and audio before the server's "ready" is not sent
 PAUSE_S = 1.3  # between turns: one utterance each
@@ -161,23 +161,7 @@ def run_meeting(
             for name, audio in (("Ana", ana), ("Ben", ben)):
                 wav = tmp / f"{room}-{name}.wav"
                 sf.write(wav, audio, SR, subtype="PCM_16")
-                ctx = pw.chromium.launch_persistent_context(
-                    str(tmp / f"profile-{room}-{name}"),
-                    executable_path=CHROMIUM,
-                    headless=True,
-                    args=[
-                        "--use-fake-ui-for-media-stream",
-                        "--use-fake-device-for-media-stream",
-                        f"--use-file-for-fake-audio-capture={wav}%noloop",
-                        "--no-sandbox",
-                        "--disable-gpu",
-                        "--disable-background-networking",
-                        "--disable-component-update",
-                        "--disable-sync",
-                        "--no-first-run",
-                        "--autoplay-policy=no-user-gesture-required",
-                    ],
-                )
+                ctx = launch(pw, tmp / f"profile-{room}-{name}", wav, autoplay=True)
                 contexts.append(ctx)
                 page = ctx.new_page()
                 q = f"/?stream={room}&token=pub&view_token=view&speaker={name}&language=en"
@@ -245,9 +229,7 @@ def server(engine: Any) -> Iterator[ServerThread]:
 
 @pytest.fixture(autouse=True)
 def _chromium() -> None:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api")
+    need_chromium()
 
 
 @pytest.mark.parametrize(
