@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.runtime.decoder_threads import LoadFollowingDecode as LoadFollowingDecode
     from streamcap.runtime.decoder_threads import PlainDecode as PlainDecode
     from streamcap.runtime.decoder_threads import Preference as Preference
+    from streamcap.runtime.decoder_threads import on_threads as on_threads
     from streamcap.runtime.encoder_threads import AdaptiveThreads as AdaptiveThreads
     from streamcap.runtime.encoder_threads import EncoderThreads as EncoderThreads
     from streamcap.runtime.encoder_threads import FixedThreads as FixedThreads
@@ -75,6 +76,7 @@ _EXPORTS = {
     "LoadFollowingDecode": "decoder_threads",
     "PlainDecode": "decoder_threads",
     "Preference": "decoder_threads",
+    "on_threads": "decoder_threads",
     "AdaptiveThreads": "encoder_threads",
     "EncoderThreads": "encoder_threads",
     "FixedThreads": "encoder_threads",

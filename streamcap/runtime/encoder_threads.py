@@ -14,8 +14,8 @@ the encoder's time).
 
 Exactness: only the encoder's thread count changes, and only where its output is bit for bit
 the same on every count (`identical_across`, checked once on a real window before adaptation is
-allowed: `Engine.adapt_threads`). The decoder's thread count is another matter (its bits do
-differ): `runtime.decoder_threads` drafts on one thread and decides every token on all of them.
+allowed: `Engine.adapt_threads`). The decoder's thread count is another matter (a pass over
+several rows differs in its last bits): `runtime.decoder_threads` says why its tokens do not.
 On a GPU there is nothing to choose (`FixedThreads`).
 """
 

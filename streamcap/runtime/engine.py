@@ -45,6 +45,7 @@ from streamcap.runtime.decoder_threads import (
     LoadFollowingDecode,
     PlainDecode,
     Preference,
+    on_threads,
 )
 from streamcap.runtime.encoder_threads import (
     AdaptiveThreads,
@@ -124,8 +125,7 @@ class Engine:
         self._aligner: Aligner | None = None  # made at the first `align`
         #: the encoder's thread count: fixed, or following the load (`adapt_threads`)
         self.encoder_threads: EncoderThreads = FixedThreads()
-        #: the decoder's: all threads, or a one-thread draft verified on all while that is
-        #: cheaper (a busy machine; `adapt_threads`)
+        #: the decoder's: all threads, or one while that is cheaper (`adapt_threads`)
         self.decoder_threads: DecoderThreads = PlainDecode()
         if assistant:
             loaded = load_model(assistant, self.placement)
@@ -191,17 +191,20 @@ class Engine:
             enc = self.frontend.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
 
-    def adapt_threads(self, free_cores: bool = False, draft_on_one: bool = False) -> bool:
-        """Let the encoder's thread count follow the machine's load where that cannot change a
-        bit: on a CPU with more than one thread, once a real window's encoding is checked
-        identical on 1 and on all threads, each call runs on the count measured cheaper lately
-        (`runtime.encoder_threads`). Options, measured in issue 38's note and not the default
-        (on the real clock beside a busy process both made finals later): ``free_cores``, the
-        count the other programs leave free as the kernel counts it (`runtime.free_cores`;
-        no probes); ``draft_on_one``, the decoder drafts on one thread while one is preferred
-        and decides every token on all of them (`runtime.decoder_threads`). Whether anything
-        adapts now. For the live worker (a long-running stream on a shared machine); a one-off
-        `transcribe` keeps the fixed counts."""
+    def adapt_threads(self, free_cores: bool = True, decoder: str = "follow") -> bool:
+        """Let the thread counts follow the machine's load (a long-running live stream on a
+        shared machine; a one-off `transcribe` keeps the fixed counts). Which count: with
+        ``free_cores`` (where the kernel's counts can be read), the cores the other programs
+        leave free (`runtime.free_cores`; no probes), else the count the encoder measured
+        cheaper lately (`runtime.encoder_threads`). The encoder follows only where that cannot
+        change a bit: on a CPU with more than one thread, once a real window's encoding is
+        checked identical on 1 and on all threads. The decoder (`runtime.decoder_threads`),
+        ``decoder``: ``follow`` decodes on the count preferred now (the same tokens: that
+        module says why and which tests prove it); ``draft`` drafts on one thread and verifies
+        every token on all; ``fixed`` keeps all threads. Defaults measured in issue 38's note.
+        Whether anything adapts now."""
+        if decoder not in ("follow", "draft", "fixed"):
+            raise ValueError(f"decoder threads: follow, draft or fixed, not {decoder!r}")
         n = torch.get_num_threads()
         if not self.placement.device.startswith("cpu") or n < 2:
             return False
@@ -217,10 +220,11 @@ class Engine:
                 self.encoder_threads = free or AdaptiveThreads((1, n))
             else:
                 log.info("encoder threads stay at %d: 1 thread gives other bits on this CPU", n)
-        if draft_on_one and isinstance(self.decoder_threads, PlainDecode):
+        if decoder != "fixed" and isinstance(self.decoder_threads, PlainDecode):
             if follow is None and isinstance(self.encoder_threads, AdaptiveThreads):
                 follow = self.encoder_threads
-            self.decoder_threads = LoadFollowingDecode(n, follow=follow)
+            exact = decoder == "follow"
+            self.decoder_threads = LoadFollowingDecode(n, follow=follow, one_is_exact=exact)
         return isinstance(self.encoder_threads, AdaptiveThreads | FreeCores) or not isinstance(
             self.decoder_threads, PlainDecode
         )
@@ -276,9 +280,10 @@ class Engine:
         language = result.language or options.language
         token = spec.language_id(language) if spec.multilingual and language else None
         prefix = spec.prefix(token, options)
-        words = self._aligner.align(
-            window.enc, prefix, result.tokens, window.duration_s, language, window.features
-        )
+        with on_threads(self.decoder_threads.threads_now()):
+            words = self._aligner.align(
+                window.enc, prefix, result.tokens, window.duration_s, language, window.features
+            )
         return replace(result, words=words)
 
     def transcribe(

@@ -11,13 +11,15 @@ threads as cores are left free (at least one), with a margin either way so that 
 whole core does not flip the count call by call.
 
 Exactness is the strategies' concern, not this one's: the encoder runs on another count only
-where its bits are the same on every count (`Engine.adapt_threads`), and the decoder only
-drafts on one thread while the encoder prefers one (`runtime.decoder_threads`). Where
-`/proc/stat` cannot be read (not Linux), `available` says so and the engine measures instead.
+where its bits are the same on every count (`Engine.adapt_threads`), and the decoder follows
+with the same tokens (`runtime.decoder_threads`). Where `/proc/stat` cannot be read (not
+Linux), `available` says so and the engine measures instead.
 
-An option, not the default (`Engine.adapt_threads(free_cores=True)`): on the real clock beside
-busy processes the measured count (`AdaptiveThreads`) gave earlier finals (p95 1.68 s against
-2.54 s, one publisher; issue 38's note).
+The default (`Engine.adapt_threads(free_cores=True)`) since the decoder follows it too: beside
+one busy process (lf3's first 150 s, simulated clock, wall timer) the measured count kept
+probing two threads (58 of 126 encoder calls; final p95 2.1-2.2 s) where this count stayed on
+one (final p95 1.39 s; issue 38's note). Before that, with the decoder on all threads, the
+measured count had been the better of the two on the real clock.
 """
 
 from __future__ import annotations

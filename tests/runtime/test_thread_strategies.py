@@ -1,12 +1,12 @@
 """The thread counts follow the load (issue 38) and never change a token: the encoder's only
-where that changes no bit (`runtime.encoder_threads`), the decoder's as a one-thread draft that
-the full count verifies (`runtime.decoder_threads`).
+where that changes no bit (`runtime.encoder_threads`), the decoder's wholly on one thread or as
+a one-thread draft that the full count verifies (`runtime.decoder_threads`).
 
 The strategies are driven with a fake timer (which count is faster is what they must find, and
 find again when the load changes); the guard runs the real encoder of the bundled model on real
 speech on 1 and on 2 threads and compares the bits, and a live stream on an engine whose encoder
-and decoder alternate between the two ways at every call gives finals token for token the same
-as greedy decoding on 2 threads.
+alternates between the two counts at every call and whose decoder runs on one thread (wholly,
+or as a draft) gives finals token for token the same as greedy decoding on 2 threads.
 """
 
 from __future__ import annotations
@@ -67,9 +67,35 @@ def test_fixed_keeps_torchs_count() -> None:
         assert n == torch.get_num_threads()
 
 
-def test_a_busy_machine_decodes_a_one_thread_draft_verified_on_all_threads() -> None:
-    """Where one thread is cheaper the decode is drafted there and verified on the full count
-    with the whole draft (and end-of-text) in one pass; the result is the verifying run's."""
+def test_a_busy_machine_decodes_on_one_thread() -> None:
+    """Where one thread is cheaper (found by its own measurements) the whole decode runs there,
+    once, with the caller's drafter; quiet again, on the full count."""
+    timer = Timer()
+    timer.cost = {1: 0.3, 2: 1.0}  # busy: two threads fight the other program (a whole decode)
+    outside = torch.get_num_threads()
+    calls: list[tuple[int, str, int | None]] = []
+
+    def run(drafter: Drafter, length: DraftLength | None) -> DecodeResult:
+        calls.append((torch.get_num_threads(), drafter.name, length.k if length else None))
+        timer.t += timer.cost[torch.get_num_threads()]
+        return DecodeResult((5, 6, 7), "", None, 0.0, None, "eot", DecodeStats(forward_passes=1))
+
+    strategy = LoadFollowingDecode(2, probe_every=8, timer=timer)
+    for _ in range(30):
+        assert strategy.decode(run, NoDrafter(), eot=9).tokens == (5, 6, 7)
+    assert len(calls) == 30 and calls[-20:].count((1, "none", None)) >= 17, calls
+    assert strategy.figures()["decoded_on_1"] == sum(c[0] == 1 for c in calls)
+    assert strategy.threads_now() == 1  # word timing follows
+    timer.cost = {1: 1.0, 2: 0.6}
+    for _ in range(40):
+        strategy.decode(run, NoDrafter(), eot=9)
+    assert calls[-10:].count((2, "none", None)) >= 8 and strategy.threads_now() == 2
+    assert torch.get_num_threads() == outside
+
+
+def test_as_an_option_a_one_thread_draft_is_verified_on_all_threads() -> None:
+    """``one_is_exact=False``: the decode is drafted on one thread and verified on the full
+    count with the whole draft (and end-of-text) in one pass; the result is the verifying run's."""
     timer = Timer()
     timer.cost = {1: 0.3, 2: 1.0}  # busy: two threads fight the other program (a whole decode)
     outside = torch.get_num_threads()
@@ -81,7 +107,7 @@ def test_a_busy_machine_decodes_a_one_thread_draft_verified_on_all_threads() -> 
         stats = DecodeStats(forward_passes=1, decoder_s=0.1)
         return DecodeResult((5, 6, 7), "", None, 0.0, None, "eot", stats)
 
-    strategy = LoadFollowingDecode(2, probe_every=8, timer=timer)
+    strategy = LoadFollowingDecode(2, one_is_exact=False, probe_every=8, timer=timer)
     for _ in range(30):
         result = strategy.decode(run, NoDrafter(), eot=9)
         assert result.tokens == (5, 6, 7)
@@ -90,16 +116,18 @@ def test_a_busy_machine_decodes_a_one_thread_draft_verified_on_all_threads() -> 
     assert len(on_one) >= 20 and all(c[1] == "none" for c in on_one)  # the caller's drafter
     assert all(c == (2, "hypothesis", 4) for c in verifies)  # 3 tokens + end-of-text, on 2
     assert strategy.figures()["drafted_on_1"] == len(on_one)
+    assert strategy.threads_now() == 2  # what nobody verifies stays on the full count
     assert torch.get_num_threads() == outside
     assert HypothesisDrafter((5, 6, 7), eot=9).propose([], 4) == [5, 6, 7, 9]
 
 
-def test_the_decoder_follows_the_count_the_encoder_prefers() -> None:
-    """With the encoder adapting, the decoder drafts on one thread while the encoder prefers one,
-    and decodes on 2 again when it does (no probes of its own)."""
+@pytest.mark.parametrize("exact", [True, False])
+def test_the_decoder_follows_the_count_the_encoder_prefers(exact: bool) -> None:
+    """With the encoder adapting, the decoder decodes (or drafts) on one thread while the
+    encoder prefers one, and decodes on 2 again when it does (no probes of its own)."""
     timer = Timer()
     encoder = AdaptiveThreads((1, 2), probe_every=8, timer=timer)
-    strategy = LoadFollowingDecode(2, follow=encoder)
+    strategy = LoadFollowingDecode(2, follow=encoder, one_is_exact=exact)
     seen: list[tuple[int, str]] = []
 
     def run(drafter: Drafter, length: DraftLength | None) -> DecodeResult:
@@ -113,7 +141,8 @@ def test_the_decoder_follows_the_count_the_encoder_prefers() -> None:
                 timer.spend()
         seen.clear()
         strategy.decode(run, NoDrafter(), eot=9)
-        assert seen == ([(1, "none"), (2, "hypothesis")] if want == 1 else [(2, "none")])
+        on_one = [(1, "none")] if exact else [(1, "none"), (2, "hypothesis")]
+        assert seen == (on_one if want == 1 else [(2, "none")])
 
 
 def test_bad_counts_are_refused() -> None:
@@ -132,15 +161,18 @@ def test_the_encoder_gives_the_same_bits_on_one_and_two_threads(engine: Any, spe
 
 
 @pytest.mark.model
+@pytest.mark.parametrize("exact", [True, False], ids=["on-one", "drafted-on-one"])
 def test_a_live_stream_on_alternating_thread_strategies_gives_greedys_finals(
-    engine: Any, speech: Any
+    engine: Any, speech: Any, exact: bool
 ) -> None:
     """Every encoder call alternates between 1 and 2 threads (a probe at every call) and every
-    decode is a one-thread draft verified on 2, and each final is still token for token plain
-    greedy decoding of its window on 2 threads."""
+    decode runs on one thread (prompt, drafts from the partials and word timing included; or
+    as the option has it, a one-thread draft verified on 2), and each final is still token for
+    token plain greedy decoding of its window on 2 threads."""
     import numpy as np
 
     from streamcap.core.live_config import LiveConfig
+    from streamcap.core.policy_config import PolicyConfig
     from streamcap.decoding.reference import reference_decode
     from streamcap.runtime.clock import SimulatedClock
     from streamcap.runtime.jobs import DecodeJob, JobOutcome
@@ -152,14 +184,16 @@ def test_a_live_stream_on_alternating_thread_strategies_gives_greedys_finals(
         pytest.skip("one thread: nothing to choose")
     before = engine.encoder_threads, engine.decoder_threads
     engine.encoder_threads = AdaptiveThreads((1, 2), probe_every=0)
-    drafting = LoadFollowingDecode(2)
+    drafting = LoadFollowingDecode(2, one_is_exact=exact)
     drafting.counts.choose = lambda: 1  # type: ignore[method-assign]  # every decode on 1
+    drafting.counts.preferred = lambda: 1  # type: ignore[method-assign]  # word timing too
     engine.decoder_threads = drafting
     try:
         gap = np.zeros(16000, np.float32)
         audio = np.concatenate([speech["en_real_jfk"], gap, speech["en_real_praatio_mary"], gap])
-        stream = LiveStream("t", InferenceWorker(engine), None, LiveConfig(language="en"),
-                            SimulatedClock())  # fmt: skip
+        policy = PolicyConfig(prompt_chars=200, prompt_scope="stream")  # prompts too
+        config = LiveConfig(language="en", policy=policy)
+        stream = LiveStream("t", InferenceWorker(engine), None, config, SimulatedClock())
         decodes: list[tuple[DecodeJob, JobOutcome]] = []
         stream.decode_observer = lambda job, out: decodes.append((job, out))
         replay(stream, audio)
@@ -170,6 +204,7 @@ def test_a_live_stream_on_alternating_thread_strategies_gives_greedys_finals(
     assert drafting.on_one >= 3, drafting.figures()
     finals = [(j, o) for j, o in decodes if j.kind == "final" and o.result is not None]
     assert len(finals) >= 2
+    assert any(o.options is not None and o.options.prompt_ids for _, o in finals)
     for job, out in finals:
         assert out.options is not None and out.result is not None
         enc = engine.encode(job.audio)
