@@ -55,7 +55,7 @@ def ready_engine(model: ModelOptions, task: TaskOptions, config: LiveConfig) -> 
     from streamcap.runtime.worker import encode_window
 
     engine = load_engine(model, task)
-    adapt_threads(engine)  # a live stream's encoder follows the machine's load
+    adapt_threads(engine)  # a live stream's thread counts follow the machine's load
     clip = np.zeros(SAMPLE_RATE, dtype=np.float32)
     opts = DecodingOptions(language=config.language if engine.multilingual else None)
     engine.decode(encode_window(engine, clip, None), opts)

@@ -122,8 +122,8 @@ class InferenceWorker(Scheduler):
 
     def warm_up(self, language: str | None = None) -> float:
         """Warm the engine up and set the prior of admission control (`final_cost`);
-        returns the prior's cost of one final (seconds). A live worker's encoder follows
-        the machine's load from here on where that is exact (`Engine.adapt_threads`).
+        returns the prior's cost of one final (seconds). A live worker's thread counts
+        follow the machine's load from here on (`Engine.adapt_threads`).
         """
         adapt_threads(self.engine)
         cost = final_cost(self.engine, language)
