@@ -69,6 +69,10 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.core.segmenter import Utterance as Utterance
     from streamcap.core.segmenter import VadFn as VadFn
     from streamcap.core.segmenter import segment_audio as segment_audio
+    from streamcap.core.speaker_changes import ChangePoint as ChangePoint
+    from streamcap.core.speaker_changes import change_point as change_point
+    from streamcap.core.speaker_changes import sentence_spans as sentence_spans
+    from streamcap.core.speaker_changes import side_windows as side_windows
     from streamcap.core.speaker_partials import name_partial as name_partial
     from streamcap.core.speaker_partials import partial_least_s as partial_least_s
     from streamcap.core.speaker_removal import forget_voice as forget_voice
@@ -136,6 +140,10 @@ _EXPORTS = {
     "Utterance": "segmenter",
     "VadFn": "segmenter",
     "segment_audio": "segmenter",
+    "ChangePoint": "speaker_changes",
+    "change_point": "speaker_changes",
+    "sentence_spans": "speaker_changes",
+    "side_windows": "speaker_changes",
     "name_partial": "speaker_partials",
     "partial_least_s": "speaker_partials",
     "forget_voice": "speaker_removal",

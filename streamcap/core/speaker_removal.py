@@ -1,8 +1,7 @@
 """Taking an enrolled voice back out of a meeting (issue 37, item 4: ``DELETE
 /streams/ID/voices?name=Mary``, and a sample replaced, `runtime.enrol.replace_late`), so that
 later finals no longer get its name while every other label stays as it was. Pure (numpy only).
-Its own module beside `core.speakers` (the tracker, at its size limit), whose lists it edits as
-`SpeakerTracker.copy` reads them.
+Its own module beside `core.speakers` (the tracker: `SpeakerTracker.remove`).
 
 A labeller knows a name in one of two ways (`runtime.enrol.enrol_late`), and each is undone
 differently, because labels are positions: speaker k is "Speaker N" where N counts the unnamed
@@ -44,11 +43,7 @@ def forget_voice(tracker: SpeakerTracker, late_names: dict[int, str], name: str)
     if not found:
         return None
     k = found[0]
-    del tracker._sums[k], tracker.speech_s[k], tracker._names[k]
-    if tracker.previous is not None:
-        tracker.previous = (
-            None if tracker.previous == k else tracker.previous - (tracker.previous > k)
-        )
+    tracker.remove(k)
     moved = {j - (j > k): n for j, n in late_names.items()}
     late_names.clear()
     late_names.update(moved)

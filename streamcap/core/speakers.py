@@ -1,7 +1,6 @@
-"""Who is speaking, from voice embeddings: online clustering into persistent labels, and where a
-final splits when the voice changes inside it. Pure (numpy only): the embeddings come from
-`streamcap.speakers.VoiceEncoder`, the caption stage that uses this is
-`streamcap.runtime.labeller.SpeakerLabeller`.
+"""Who is speaking, from voice embeddings: online clustering into persistent labels. Pure
+(numpy only): the embeddings come from `streamcap.speakers.VoiceEncoder`, the caption stage
+that uses this is `streamcap.runtime.labeller.SpeakerLabeller`.
 
 - `SpeakerTracker`: one meeting's speakers. Each is a running centroid of the unit embeddings
   assigned to it with confidence. A final goes to the nearest centroid (cosine similarity) when
@@ -9,8 +8,7 @@ final splits when the voice changes inside it. Pure (numpy only): the embeddings
   speaker. Decisions are final: a label never changes once given (nothing is re-clustered).
   A speaker may be *enrolled* before anyone speaks (`enrol`: a sample of a named voice), so
   the first final of that voice carries its name; the others are numbered as before.
-- `change_point`: the word boundary inside a final where the embeddings of the partial windows
-  before it and after it differ most, when they differ enough.
+- Where a final splits when the voice changes inside it: `core.speaker_changes`.
 
 Similarities are cosines of unit vectors (resemblyzer's embeddings are non-negative, so they
 lie in [0, 1]). The thresholds are calibrated on clips of known voices by
@@ -19,15 +17,11 @@ scripts/calibrate_speakers.py, and measured with scripts/eval_meeting.py (see `S
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-
-from streamcap.core.decode_types import WordTiming
-from streamcap.core.text import ends_sentence
 
 __all__ = ["MODEL_THRESHOLDS", "SpeakerConfig", "SpeakerTracker", "config_for"]
 
@@ -331,6 +325,13 @@ class SpeakerTracker:
         other._names = list(self._names)
         return other
 
+    def remove(self, k: int) -> None:
+        """Speaker ``k`` gone (a sample taken back: `core.speaker_removal`); the speakers
+        after it move down by one, and ``previous`` forgets it."""
+        del self._sums[k], self.speech_s[k], self._names[k]
+        if self.previous is not None:
+            self.previous = None if self.previous == k else self.previous - (self.previous > k)
+
     def without_audio(self) -> Decision:
         """A final whose audio is not there (left the buffer): as a short one would be, by
         `short`, but with no embedding ("nearest" has nothing to compare: the previous)."""
@@ -367,84 +368,7 @@ class SpeakerTracker:
         return d
 
 
-# --------------------------------------------------------------------------- change points
-
-
-@dataclass(frozen=True)
-class ChangePoint:
-    """A final's voice changes before word ``index`` (0 < index < words); ``similarity`` of
-    the windows' mean embeddings before and after the boundary at ``time`` (stream seconds)."""
-
-    index: int
-    time: float
-    similarity: float
-
-
-def side_windows(
-    starts: Sequence[float] | npt.NDArray[np.float64],
-    window_s: float,
-    boundary: float,
-    tolerance: float,
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """Masks of the windows ``[start, start + window_s]`` that lie before ``boundary`` and
-    after it, each allowed to reach ``tolerance`` seconds across."""
-    s = np.asarray(starts, dtype=np.float64)
-    return s + window_s <= boundary + tolerance, s >= boundary - tolerance
-
-
-def change_point(
-    words: Sequence[WordTiming],
-    starts: Sequence[float] | npt.NDArray[np.float64],
-    embeddings: Matrix,
-    window_s: float,
-    config: SpeakerConfig,
-    tolerance: float = 0.25,
-) -> ChangePoint | None:
-    """The word boundary where the voice changes most inside ``words`` (one final's, stream
-    seconds), or None: windows ``embeddings[i]`` cover ``[starts[i], starts[i] + window_s]``
-    (stream seconds). Each side needs `min_piece_s` of speech and at least one window; the
-    means of the two sides must be less similar than `split_threshold`."""
-    best: ChangePoint | None = None
-    if len(words) < 2 or len(embeddings) < 2:
-        return None
-    first, last = words[0].start, words[-1].end
-    for k in range(1, len(words)):
-        left_s = words[k - 1].end - first
-        right_s = last - words[k].start
-        if left_s < config.min_piece_s or right_s < config.min_piece_s:
-            continue
-        boundary = (words[k - 1].end + words[k].start) / 2
-        left, right = side_windows(starts, window_s, boundary, tolerance)
-        if not left.any() or not right.any():
-            continue
-        sim = float(unit(embeddings[left].mean(axis=0)) @ unit(embeddings[right].mean(axis=0)))
-        if best is None or sim < best.similarity:
-            best = ChangePoint(k, boundary, sim)
-    if best is None or best.similarity >= config.split_threshold:
-        return None
-    return best
-
-
 def mean_embedding(embeddings: Matrix, mask: npt.NDArray[np.bool_] | None = None) -> Vector:
     """The unit mean of (a subset of) window embeddings (resemblyzer's utterance embedding)."""
     rows = embeddings if mask is None else embeddings[mask]
     return unit(rows.mean(axis=0)) if len(rows) else np.zeros(embeddings.shape[1], np.float32)
-
-
-def sentence_spans(words: Sequence[WordTiming]) -> list[tuple[int, int]]:
-    """``[a, b)`` word ranges of the sentences in a final's words (`core.text.ends_sentence`,
-    the rule by which the live policy commits a sentence as a final of its own). The unit of
-    a label decision is a sentence: a live final is mostly one already, an offline final (a
-    whole VAD utterance) may hold several turns, each of which the live path labelled as a
-    final (issue 37: offline merged lf3's 1.2 s "Bobby ripped the ledger." into the next
-    speaker's final, where live, a final of its own, founded a speaker)."""
-    spans: list[tuple[int, int]] = []
-    a = 0
-    for i, w in enumerate(words):
-        nxt = words[i + 1].word.strip() if i + 1 < len(words) else None
-        if i + 1 < len(words) and ends_sentence(w.word.strip(), nxt):
-            spans.append((a, i + 1))
-            a = i + 1
-    if a < len(words):
-        spans.append((a, len(words)))
-    return spans

@@ -3,7 +3,7 @@
 `SpeakerLabeller` keeps the last `buffer_s` seconds of the stream's audio (`feed`). On each final
 with text (`process`) it embeds the final's audio (its words' span, else ``[start, end]``) with
 the voice encoder as 1.6 s windows every `SpeakerConfig.window_hop_s`, looks for a change of
-voice between two words (`core.speakers.change_point`), and gives each piece a label from the
+voice between two words (`core.speaker_changes.change_point`), and gives each piece a label from the
 meeting's `SpeakerTracker` ("Speaker 1", "Speaker 2", ...). A label is decided when its final
 is emitted and never revised.
 
@@ -66,17 +66,15 @@ import numpy as np
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.constants import SAMPLE_RATE
 from streamcap.core.decode_types import WordTiming
+from streamcap.core.speaker_changes import ChangePoint, change_point, sentence_spans
 from streamcap.core.speaker_partials import name_partial, partial_least_s
 from streamcap.core.speaker_removal import forget_voice
 from streamcap.core.speakers import (
-    ChangePoint,
     Decision,
     SpeakerConfig,
     SpeakerTracker,
-    change_point,
     config_for,
     mean_embedding,
-    sentence_spans,
 )
 from streamcap.runtime.partial_names import PartialRecord, PartialWindows
 
@@ -296,7 +294,7 @@ class SpeakerLabeller:
 
     def _label(self, ev: CaptionEvent) -> list[CaptionEvent]:
         """``ev`` labelled: each of its sentences decided as a final of its own would be
-        (`core.speakers.sentence_spans`: the live policy's finals are sentences, so an
+        (`core.speaker_changes.sentence_spans`: the live policy's finals are sentences, so an
         offline final, a whole utterance, is labelled as live labels its sentences), the
         neighbours of one speaker joined back; one speaker for all: ``ev`` whole."""
         words = ev.words

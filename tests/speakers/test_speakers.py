@@ -20,11 +20,11 @@ from voicekit import two_voices
 
 from streamcap.core.captions import CaptionEvent, CaptionLog
 from streamcap.core.decode_types import WordTiming
+from streamcap.core.speaker_changes import change_point
 from streamcap.core.speakers import (
     Decision,
     SpeakerConfig,
     SpeakerTracker,
-    change_point,
     label_name,
     mean_embedding,
     unit,
