@@ -19,7 +19,7 @@ import torch
 from streamcap.core.decode_types import DecodeResult, DecodeStats
 from streamcap.decoding.drafters import Drafter, HypothesisDrafter, NoDrafter
 from streamcap.decoding.verify import DraftLength
-from streamcap.runtime.decoder_threads import LoadFollowingDecode
+from streamcap.runtime.decoder_threads import DecodeRun, LoadFollowingDecode
 from streamcap.runtime.encoder_threads import AdaptiveThreads, FixedThreads, identical_across
 
 
@@ -35,6 +35,23 @@ class Timer:
 
     def spend(self) -> None:
         self.t += self.cost[torch.get_num_threads()]
+
+
+Call = tuple[int, str, int | None]  # (threads, drafter, draft length) of one decode run
+
+
+def decodes_of_five_six_seven(timer: Timer) -> tuple[list[Call], DecodeRun]:
+    """A decode run that records each call and always gives (5, 6, 7): a whole decode costs
+    ``timer.cost`` of the calling count, a verify (a draft length given: one pass) 0.1 s."""
+    calls: list[Call] = []
+
+    def run(drafter: Drafter, length: DraftLength | None) -> DecodeResult:
+        calls.append((torch.get_num_threads(), drafter.name, length.k if length else None))
+        timer.t += 0.1 if length else timer.cost[torch.get_num_threads()]
+        stats = DecodeStats(forward_passes=1, decoder_s=0.1)
+        return DecodeResult((5, 6, 7), "", None, 0.0, None, "eot", stats)
+
+    return calls, run
 
 
 def run(strategy: AdaptiveThreads, timer: Timer, calls: int) -> list[int]:
@@ -73,12 +90,7 @@ def test_a_busy_machine_decodes_on_one_thread() -> None:
     timer = Timer()
     timer.cost = {1: 0.3, 2: 1.0}  # busy: two threads fight the other program (a whole decode)
     outside = torch.get_num_threads()
-    calls: list[tuple[int, str, int | None]] = []
-
-    def run(drafter: Drafter, length: DraftLength | None) -> DecodeResult:
-        calls.append((torch.get_num_threads(), drafter.name, length.k if length else None))
-        timer.t += timer.cost[torch.get_num_threads()]
-        return DecodeResult((5, 6, 7), "", None, 0.0, None, "eot", DecodeStats(forward_passes=1))
+    calls, run = decodes_of_five_six_seven(timer)
 
     strategy = LoadFollowingDecode(2, probe_every=8, timer=timer)
     for _ in range(30):
@@ -99,13 +111,7 @@ def test_as_an_option_a_one_thread_draft_is_verified_on_all_threads() -> None:
     timer = Timer()
     timer.cost = {1: 0.3, 2: 1.0}  # busy: two threads fight the other program (a whole decode)
     outside = torch.get_num_threads()
-    calls: list[tuple[int, str, int | None]] = []
-
-    def run(drafter: Drafter, length: DraftLength | None) -> DecodeResult:
-        calls.append((torch.get_num_threads(), drafter.name, length.k if length else None))
-        timer.t += 0.1 if length else timer.cost[torch.get_num_threads()]  # a verify: one pass
-        stats = DecodeStats(forward_passes=1, decoder_s=0.1)
-        return DecodeResult((5, 6, 7), "", None, 0.0, None, "eot", stats)
+    calls, run = decodes_of_five_six_seven(timer)
 
     strategy = LoadFollowingDecode(2, one_is_exact=False, probe_every=8, timer=timer)
     for _ in range(30):

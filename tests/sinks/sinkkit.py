@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from serverkit import QuietStream
+
 from streamcap.core.captions import CaptionEvent
 from streamcap.server.client import ws_url
 from streamcap.server.thread import ServerThread
@@ -142,7 +144,7 @@ def silent_port() -> Iterator[str]:
         sock.close()
 
 
-class TimedStream:
+class TimedStream(QuietStream):
     """A stand-in `LiveStream`: every `feed` is one final "final N." of one second of the
     stream's time (its speaker "Speaker 1"/"Speaker 2" in turn when `labelled`), and a silent
     frame after a loud one nothing."""
@@ -157,15 +159,6 @@ class TimedStream:
         t = float(self.n)
         self.on_caption(CaptionEvent("final", self.n, f"final {self.n}.", t, t + 0.8, speaker=who))
         self.n += 1
-
-    def pause(self) -> None:
-        pass
-
-    def finish(self) -> None:
-        pass
-
-    def wait_idle(self, timeout: float | None = None) -> bool:
-        return True
 
 
 def timed_factory(stream: str, start: Any, on_caption: Callable[[CaptionEvent], None]) -> Any:
