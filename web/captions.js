@@ -130,6 +130,12 @@ class CaptionModel {
     return [p.text.slice(0, n).trim(), p.text.slice(n).trim()];
   }
 
+  /** The words partial `p` heard after its text and does not show yet (`tentative`: they may
+   *  still change), cleaned like its text; "" when none. */
+  tentativeText(p = this.partial) {
+    return p && typeof p.tentative === "string" ? withoutBidiControls(p.tentative).trim() : "";
+  }
+
   partialText() {
     const open = this.activePartials().filter((p) => (p.text || "").trim());
     if (open.length === 1 && !open[0].speaker) return open[0].text.trim();

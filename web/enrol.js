@@ -5,6 +5,7 @@
 // server embeds the voice and the stream's labeller names it from its next final on. A name the
 // stream has enrolled already is refused (409); the page then offers to replace its sample:
 // the button becomes "Replace", and the next recording of that name is sent with &replace=1.
+// "Forget" takes a name back (DELETE, the same permission): later captions lose the name.
 // Only this page's own origin is reached (the page's CSP: connect-src 'self').
 "use strict";
 (() => {
@@ -143,6 +144,38 @@
     }
   }
 
+  /** Takes the typed name back from the stream (DELETE /streams/ID/voices?name=NAME). */
+  async function forget() {
+    const name = $("enrol-name").value.trim(), stream = $("stream").value.trim();
+    if (!name) { say("type the name to forget first", "error"); $("enrol-name").focus(); return; }
+    if (!stream) { say("fill in the Stream id first", "error"); return; }
+    $("enrol-forget").disabled = true;
+    const headers = {};
+    const token = $("token").value;
+    if (token) headers.Authorization = `Bearer ${token}`;
+    try {
+      const q = new URLSearchParams({ name });
+      const res = await fetch(`/streams/${encodeURIComponent(stream)}/voices?${q}`, {
+        method: "DELETE", headers, cache: "no-store",
+      });
+      const body = await res.text();
+      if (!res.ok) {
+        say(`not forgotten: ${body.trim() || res.status}`, "error");
+      } else {
+        const j = JSON.parse(body);
+        const now = j.now ? `: the voice is ${j.now} again` : ": the voice is not named any more";
+        say(`${j.name} forgotten in ${j.stream}${now} (captions already shown keep the name)`, "done");
+        replacing = null;
+        idle();
+      }
+    } catch (e) {
+      say(`not forgotten: ${e.message || e}`, "error");
+    } finally {
+      $("enrol-forget").disabled = false;
+    }
+  }
+
+  $("enrol-forget").addEventListener("click", () => { if (!rec) forget(); });
   $("enrol-record").addEventListener("click", () => {
     if (rec) {
       // stopped early: what was read is sent (the server says if it is too little)

@@ -49,6 +49,9 @@
    *  the last words it heard (they may still change; the server's `holdback_words`, 2), so its
    *  shown words end about two words before its `end`. */
   const HELD_BACK_WORDS = 2;
+  /** ... and with its `tentative` words shown too, the one word they leave out (the server's
+   *  `tentative_holdback_words`, 1: the last word of a cut window may be unfinished). */
+  const HELD_BACK_TENTATIVE = 1;
 
   /** Estimated [start, until] (stream seconds) per word of `text`, said from `start` to `end`
    *  (an event's span): each word gets a share of the time in proportion to its letters (and a
@@ -86,6 +89,6 @@
   }
 
   window.Streamcap = Object.assign(window.Streamcap || {}, {
-    VoiceClock, estimateTimes, litWords, HELD_BACK_WORDS,
+    VoiceClock, estimateTimes, litWords, HELD_BACK_WORDS, HELD_BACK_TENTATIVE,
   });
 })();

@@ -37,6 +37,10 @@ class CaptionEvent:
     words: tuple[WordTiming, ...] = ()
     #: who spoke: a room publisher's name or a voice label ("Speaker 2"); "" when unknown
     speaker: str = ""
+    #: a partial's words heard after `text` that it does not show (held back, or not yet
+    #: agreed on: they may still change; `PolicyConfig.tentative_holdback_words`): for a viewer
+    #: that follows the voice word by word. "" on finals.
+    tentative: str = ""
     #: how loud its microphone heard it (`core.crosstalk.speech_level_db` of its audio, dB full
     #: scale; None: not measured): a room tells a voice from its copy in another participant's
     #: microphone by it. Not on the wire.
@@ -70,6 +74,9 @@ class Caption:
     words: tuple[WordTiming, ...] = ()
     #: Who spoke (`CaptionEvent.speaker`); left off the wire when "".
     speaker: str = ""
+    #: A partial's words after `text` it does not show yet (`CaptionEvent.tentative`); left
+    #: off the wire when "".
+    tentative: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The wire JSON object; times rounded to milliseconds (no false precision on the wire)."""
@@ -90,6 +97,8 @@ class Caption:
             d["words"] = [w.as_dict() for w in self.words]
         if self.speaker:
             d["speaker"] = self.speaker
+        if self.tentative:
+            d["tentative"] = self.tentative
         return d
 
     def to_json(self) -> str:
@@ -116,6 +125,7 @@ class Caption:
                 epoch=str(d.get("epoch", "")),
                 words=_words_from(d.get("words", ())),
                 speaker=str(d.get("speaker", "")),
+                tentative=str(d.get("tentative", "")),
             )
         except KeyError as e:
             raise ValueError(f"caption is missing field {e.args[0]!r}") from None
@@ -215,6 +225,7 @@ class CaptionLog:
             epoch=self.epoch,
             words=event.words,
             speaker=event.speaker,
+            tentative=event.tentative if event.type == "partial" else "",
         )
         if cap.type == "partial":
             self._partials[cap.segment] = cap

@@ -102,9 +102,11 @@ class CaptionText:
         if cfg.lead_words is not None and len(w.history) >= 2 and w.screen:
             agreed = common_prefix(w.history[-2], w.history[-1])
             shown = shown[: agreed + cfg.lead_words]
-        if shown and cfg.trim_partial_punct:
-            last = shown[-1].rstrip(".,?!;:\u3002\uff1f\uff01\u2026")
-            shown = shown[:-1] + [last] if last else shown[:-1]
+        tentative: list[str] = []
+        if cfg.tentative_holdback_words is not None:
+            tentative = tail[len(shown) : len(tail) - cfg.tentative_holdback_words]
+        if cfg.trim_partial_punct:
+            shown, tentative = _trim_last(shown), _trim_last(tentative)
         text = self._display(" ".join(pending + shown))
         if cfg.keep_screen_form and w.screen and text:
             text = " ".join(keep_form(w.screen, text.split()))
@@ -114,6 +116,7 @@ class CaptionText:
                 CaptionEvent(
                     "partial", w.segment, text, w.seg_start, req.end, committed,
                     _latency_ms(now, req.end), level_db=speech_level_db(req.audio),
+                    tentative=" ".join(tentative) if text else "",
                 )
             )  # fmt: skip
             w.screen = text.split()
@@ -253,3 +256,12 @@ def tail_words(text: str, n: int) -> str:
         return cut
     space = cut.find(" ")
     return cut[space + 1 :] if 0 <= space < len(cut) - 1 else cut
+
+
+def _trim_last(words: list[str]) -> list[str]:
+    """The words without the sentence punctuation Whisper puts after the last word of an
+    unfinished window (`PolicyConfig.trim_partial_punct`); a word of punctuation alone goes."""
+    if not words:
+        return words
+    last = words[-1].rstrip(".,?!;:\u3002\uff1f\uff01\u2026")
+    return words[:-1] + [last] if last else words[:-1]

@@ -51,6 +51,7 @@ from streamcap.evaluation.reference_words import (
     load_reference_words,
     save_reference_words,
 )
+from streamcap.evaluation.settings import build_config
 
 CHROMIUM = "/usr/bin/chromium"
 POLL_MS = 200
@@ -228,6 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, help="excerpt length (default: to the end)")
     ap.add_argument("--baseline-web", type=Path, help="web/ of the version to compare with")
     ap.add_argument("--partial-interval", type=float, help="seconds of speech between partials")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a live setting, as eval_stream takes it (e.g. holdback_words=1)",
+    )
     ap.add_argument("--json", type=Path, help="write the figures and polls here")
     args = ap.parse_args(argv)
     audio, rate = sf.read(args.audio, dtype="float32")
@@ -236,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     segments = json.loads(args.reference.read_text(encoding="utf-8"))["segments"]
     ref = reference_words(args.ref_words, audio, segments)
     lo, hi = _excerpt(segments, args.start, args.seconds, len(audio) / SAMPLE_RATE)
-    config = LiveConfig()
+    config = build_config(None, args.set)
     if args.partial_interval is not None:
         policy = replace(config.policy, partial_interval_s=args.partial_interval)
         config = replace(config, policy=policy)
@@ -258,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = {
             "audio": str(args.audio), "from_s": lo, "until_s": hi, "figures": figures,
             "partial_interval_s": config.policy.partial_interval_s, "captions": decoding,
+            "settings": args.set,
             "polls": {k: [[p.t, p.word, p.start] for p in v] for k, v in polls.items()},
         }  # fmt: skip
         args.json.write_text(json.dumps(doc, default=json_default, indent=1), encoding="utf-8")

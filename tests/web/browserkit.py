@@ -1,6 +1,7 @@
 """Real headless Chromium for the pages' tests: Debian's /usr/bin/chromium driven by Playwright
-(never ``playwright install``), one launcher for every test that needs a microphone, so the
-flags that make it quiet and let it record live in one place (facts: ../shared/TESTING.md).
+(never ``playwright install``), one launcher for every page test (`browser`, and `launch` for
+those that need a microphone), so the flags that make it quiet and let it record live in one
+place (facts: ../shared/TESTING.md).
 
 The microphone is one of three (`launch`'s ``mic``): a WAV file that Chromium's fake capture
 device plays once (then silence: ``%noloop``), Chromium's fake device itself (a beep), or the
@@ -34,6 +35,12 @@ def need_chromium() -> Any:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
     return pytest.importorskip("playwright.sync_api")
+
+
+def browser(pw: Any, *args: str) -> Any:
+    """A headless Chromium without a microphone (``pw``: a running ``sync_playwright()``), with
+    the `QUIET` flags and ``args``; its pages are fresh contexts. The caller closes it."""
+    return pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[*QUIET, *args])
 
 
 def launch(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
+from browserkit import browser, need_chromium
 
 from streamcap.core.captions import CaptionEvent
 from streamcap.core.decode_types import WordTiming
@@ -32,7 +32,6 @@ from streamcap.server.client import publish, ws_url
 from streamcap.server.config import ServerConfig
 from streamcap.server.thread import ServerThread
 
-CHROMIUM = "/usr/bin/chromium"
 SR = 16000
 #: A scene behind the transparent page for screenshots: light left half, dark right half.
 SCENE = "html { background: linear-gradient(90deg, #eceff1 0 50%, #263238 50% 100%) !important; }"
@@ -52,6 +51,7 @@ def caption(ev: dict[str, Any]) -> CaptionEvent:
         ev["type"], ev["segment"], text, ev.get("start", 0.0), ev.get("end", 0.0),
         ev.get("committed_chars", len(text) if ev["type"] == "final" else 0),
         ev.get("latency_ms", 300.0), words=words, speaker=ev.get("speaker", ""),
+        tentative=ev.get("tentative", ""),
     )  # fmt: skip
 
 
@@ -206,18 +206,15 @@ class LivePublisher:
 
 @contextmanager
 def chromium(*args: str) -> Iterator[Any]:
-    """Headless Debian chromium (skips where it is not installed), with extra `args`."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    """Headless Debian chromium (`browserkit.browser`; skips where it is not installed), with
+    extra `args`."""
+    sync_api = need_chromium()
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu", *args]
-        )
+        b = browser(pw, *args)
         try:
-            yield browser
+            yield b
         finally:
-            browser.close()
+            b.close()
 
 
 #: Installed in an overlay page: after every change of the caption box (a MutationObserver

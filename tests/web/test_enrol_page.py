@@ -4,8 +4,9 @@ that plays the librivox reader: type a name, press Record, and the page uploads 
 to the real server (`POST /streams/ID/voices`), which embeds it with the real speaker model and
 answers; the page says "Ada enrolled". The same name again is refused (409), and the page
 offers to replace that sample: its button says "Replace", and the next recording does (sent with
-``&replace=1``). Screenshots of the page are left for a person to look at (``STREAMCAP_SHOTS``,
-default out/). Facts about this setup: ../shared/TESTING.md.
+``&replace=1``); Forget takes the name back (``DELETE``). Screenshots of the page are left
+for a person to look at (``STREAMCAP_SHOTS``, default out/). Facts about this setup:
+../shared/TESTING.md.
 """
 
 from __future__ import annotations
@@ -113,5 +114,18 @@ def test_enrol_my_voice_records_uploads_and_says_enrolled(
             expect(status).to_contain_text("Ada's sample replaced in meet", timeout=30_000)
             expect(page.locator("#enrol-record")).to_have_text("Record")
             page.screenshot(path=str(SHOTS / "enrol-replaced.png"), full_page=True)
+            # Forget takes the name back: the server lists no voice, and a second time says so
+            page.click("#enrol-forget")
+            expect(status).to_contain_text(
+                "Ada forgotten in meet: the voice is not named any more", timeout=30_000
+            )
+            page.screenshot(path=str(SHOTS / "enrol-forgotten.png"), full_page=True)
+            body = page.evaluate("fetch('/streams/meet/voices?token=view').then((r) => r.text())")
+            assert json.loads(body)["voices"] == []
+            page.click("#enrol-forget")
+            expect(status).to_contain_text("not forgotten: Ada is not enrolled in meet")
+            page.fill("#enrol-name", "")
+            page.click("#enrol-forget")
+            expect(status).to_have_text("type the name to forget first")
         finally:
             context.close()

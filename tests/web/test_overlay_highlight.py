@@ -250,3 +250,53 @@ def test_highlight_timing_logic() -> None:
     assert r["at"] == 2.0  # (9500 - 7500) / 1000
     assert r["at2"] == 2.0 and r["wall"] == 7200 + 2000 and r["other"] == 2.0
     assert r["cleared"] == -math.inf
+
+
+# (emitted at, audio end, words shown, words tentative): what the server sends with its
+# `tentative_holdback_words` (1): a partial shows what it heard less two words and what the
+# previous partial did not agree on, and carries the rest less the last word as `tentative`.
+TENTATIVE = [(1.35, 1.2, 1, 1), (2.35, 2.2, 3, 2)]  # the last stays on screen
+SHOWN_TEXT = "() => document.getElementById('box').textContent.replace(/\\s+/g, ' ').trim()"
+
+
+def test_tentative_words_light_up_in_the_word_highlight_only(tmp_path: Path) -> None:
+    """A partial's `tentative` words (heard, not shown yet) are drawn, fainter, and lit as the
+    voice reaches them by `highlight=words`, and by no other overlay: there the text keeps
+    the server's holdback."""
+    said = SAID[0]
+    script = []
+    for at, end, n, m in TENTATIVE:
+        script.append({
+            "at": at, "type": "partial", "segment": 1, "start": said[0][1], "end": end,
+            "latency_ms": round((at - end) * 1000), "text": " ".join(w for w, _, _ in said[:n]),
+            "tentative": " ".join(w for w, _, _ in said[n : n + m]),
+        })  # fmt: skip
+    SCRIPTS["highlight-tentative"] = script
+    with scripted_server(1.0) as srv, chromium() as browser:
+        pages = {}
+        for name, extra in (("words", "&highlight=words"), ("plain", "")):
+            page = browser.new_page(viewport={"width": 1280, "height": 400})
+            page.goto(srv.url(f"/overlay?stream=tent&hold=0&lines=2&size=40{extra}"))
+            page.add_style_tag(content=SCENE)
+            pages[name] = page
+        sender = _publish(srv, "tent", "highlight-tentative", [])
+        words = pages["words"]
+        # the second partial: "Ask not what" shown, "your country" tentative, the newest lit
+        words.wait_for_function(LIT.replace("WORD", "country"), timeout=15_000)
+        lit = words.evaluate(
+            "() => [...document.querySelectorAll('#box .now')].map((e) => e.className)"
+        )
+        shot = tmp_path / "overlay-highlight-tentative.png"
+        words.screenshot(path=str(shot), clip={"x": 0, "y": 200, "width": 1280, "height": 200})
+        faint = words.evaluate(
+            """() => [...document.querySelectorAll('#box .tentative')].map((e) =>
+                 [e.textContent, getComputedStyle(e).opacity])"""
+        )
+        shown = {name: page.evaluate(SHOWN_TEXT) for name, page in pages.items()}
+        sender.join(RUN_S + 30)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, SHOTS / shot.name)
+    assert lit == ["partial dimmed tentative now"], lit
+    assert shown["words"] == "Ask not what your country", shown
+    assert shown["plain"] == "Ask not what", shown  # the same partial, without its tentative words
+    assert faint == [["your", "0.45"], ["country", "1"]], faint  # the lit one at full strength

@@ -94,8 +94,6 @@ def test_appending_srt_writer_names_a_speaker_once_per_turn() -> None:
 
 # --------------------------------------------------------------------------- the overlay
 
-CHROMIUM = "/usr/bin/chromium"
-
 
 class EventServer:
     """The overlay's page and script from web/ (the server's own static route) and a
@@ -170,19 +168,16 @@ def test_overlay_keeps_both_speakers_lines_and_names(tmp_path: Path) -> None:
     Ana's last line with her name above Ben's partial; Ben's long partial never pushes Ana's
     open line away; a viewer joining now (replay) sees the names too; hold counts from the
     final's speech."""
-    import pytest
+    from browserkit import browser as launch_browser
+    from browserkit import need_chromium
 
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = need_chromium()
     expect = sync_api.expect
 
     srv = EventServer()
     try:
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
-            )
+            browser = launch_browser(pw)
             try:
                 errors: list[str] = []
                 page = browser.new_page(viewport={"width": 1000, "height": 400})
