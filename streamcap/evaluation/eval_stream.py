@@ -61,6 +61,7 @@ from streamcap.evaluation.normalize import Normalizer, make_normalizer
 from streamcap.evaluation.output import config_dict, fmt, json_default
 from streamcap.evaluation.plots import plot
 from streamcap.evaluation.settings import build_config
+from streamcap.runtime.decoder_threads import DecoderChoice
 from streamcap.runtime.engine import Engine, options_for
 from streamcap.runtime.jobs import DecodeJob, JobOutcome
 
@@ -73,6 +74,9 @@ BRIEF = ("final_latency_p50", "final_latency_p95", "first_partial_latency_p50",
          "missed_segments", "early_finals", "foreign_script", "stream_language",
          "finals_dropped", "offline_finals_dropped", "final_latency_max",
          "final_latency_max_last_third", "load_shed")  # fmt: skip
+
+#: ``--thread-strategy`` -> the decoder's (`Engine.adapt_threads`); the others follow the load
+DECODER_OF: dict[str, DecoderChoice] = {"draft": "draft", "encoder": "fixed"}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -130,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(args.model, threads=args.threads, precision=args.precision)
     if args.thread_strategy != "fixed":
         how = args.thread_strategy
-        decoder = {"draft": "draft", "encoder": "fixed"}.get(how, "follow")
+        decoder = DECODER_OF.get(how, "follow")
         engine.adapt_threads(free_cores=how in ("adaptive", "draft"), decoder=decoder)
     warm_up(engine, audio, config.language)
     with busy_processes(args.busy):

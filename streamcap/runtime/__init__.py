@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; imported on first us
     from streamcap.runtime.clock import SimulatedClock as SimulatedClock
     from streamcap.runtime.costs import CostModel as CostModel
     from streamcap.runtime.costs import CostModelConfig as CostModelConfig
+    from streamcap.runtime.decoder_threads import DecoderChoice as DecoderChoice
     from streamcap.runtime.decoder_threads import DecoderThreads as DecoderThreads
     from streamcap.runtime.decoder_threads import DecodeRun as DecodeRun
     from streamcap.runtime.decoder_threads import LoadFollowingDecode as LoadFollowingDecode
@@ -73,6 +74,7 @@ _EXPORTS = {
     "CostModelConfig": "costs",
     "DecodeRun": "decoder_threads",
     "DecoderThreads": "decoder_threads",
+    "DecoderChoice": "decoder_threads",
     "LoadFollowingDecode": "decoder_threads",
     "PlainDecode": "decoder_threads",
     "Preference": "decoder_threads",

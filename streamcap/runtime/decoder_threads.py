@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Protocol
+from typing import Literal, Protocol
 
 import torch
 
@@ -50,12 +50,17 @@ from streamcap.runtime.encoder_threads import AdaptiveThreads
 
 __all__ = [
     "DecodeRun",
+    "DecoderChoice",
     "DecoderThreads",
     "LoadFollowingDecode",
     "PlainDecode",
     "Preference",
     "on_threads",
 ]
+
+#: How a live engine's decoder follows the load (`Engine.adapt_threads`): on the count preferred
+#: now, a draft on one thread verified on all, or all threads always.
+DecoderChoice = Literal["follow", "draft", "fixed"]
 
 #: Runs the decoder loop on the calling thread's torch settings with a drafter (and, where
 #: given, a draft length): what `Engine.decode` hands the strategy.

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +41,7 @@ from streamcap.models.loader import LoadedModel, Placement, choose_placement, lo
 from streamcap.models.precision_probe import EncoderChoice
 from streamcap.models.registry import DEFAULT_MODEL
 from streamcap.runtime.decoder_threads import (
+    DecoderChoice,
     DecoderThreads,
     LoadFollowingDecode,
     PlainDecode,
@@ -191,7 +192,7 @@ class Engine:
             enc = self.frontend.encode(features, positions)
         return Encoded(enc, features, len(audio) / SAMPLE_RATE, time.perf_counter() - t0)
 
-    def adapt_threads(self, free_cores: bool = True, decoder: str = "follow") -> bool:
+    def adapt_threads(self, free_cores: bool = True, decoder: DecoderChoice = "follow") -> bool:
         """Let the thread counts follow the machine's load (a long-running live stream on a
         shared machine; a one-off `transcribe` keeps the fixed counts). Which count: with
         ``free_cores`` (where the kernel's counts can be read), the cores the other programs
@@ -203,7 +204,7 @@ class Engine:
         module says why and which tests prove it); ``draft`` drafts on one thread and verifies
         every token on all; ``fixed`` keeps all threads. Defaults measured in issue 38's note.
         Whether anything adapts now."""
-        if decoder not in ("follow", "draft", "fixed"):
+        if decoder not in get_args(DecoderChoice):
             raise ValueError(f"decoder threads: follow, draft or fixed, not {decoder!r}")
         n = torch.get_num_threads()
         if not self.placement.device.startswith("cpu") or n < 2:
