@@ -175,7 +175,9 @@ def test_the_first_read_of_a_recording_runs_off_the_event_loop(
 ) -> None:
     """Bug 3 (REAL-FIRST): `Hub.get` read the recording on the event loop: every stream and
     `/healthz` waited for it."""
-    write_recording(tmp_path, "big", many("big", 4000, words=12))
+    # big enough that its load (about 1 s here) stands well above how late a /healthz answer
+    # is on a busy 2-core machine anyway (up to 0.27 s seen beside a 0.34 s load of 4000 finals)
+    write_recording(tmp_path, "big", many("big", 12000, words=12))
     loads: list[tuple[str, float]] = []
     real = Recorder.load
 
